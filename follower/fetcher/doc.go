@@ -1,0 +1,8 @@
+// Package fetcher is kfollower's I/O driver. One goroutine per leader broker
+// owns that broker's partitions: it batches their OffsetsForLeaderEpoch and
+// Fetch requests, feeds the replies to the follower state machines, and
+// carries out the storage actions they decide, in order. Partitions move
+// between broker goroutines by hand-off, never through shared locks.
+//
+// May import: follower, wire, storage, metrics, and franz-go (kgo, kmsg, kerr).
+package fetcher
