@@ -12,9 +12,11 @@ type LocalLog interface {
 	// LatestEpoch is the largest epoch in the local leader-epoch cache;
 	// ok is false when the cache is empty.
 	LatestEpoch() (epoch int32, ok bool)
-	// EndOffsetForEpoch answers as Kafka's LeaderEpochFileCache.endOffsetFor
-	// does (kafka-internals.md §2.1): the largest local epoch <= epoch and the
-	// offset where it ends (the start of the next epoch, or the log end for
-	// the latest). found is -1 and end is -1 when no such epoch exists.
+	// EndOffsetForEpoch answers exactly as Kafka's
+	// LeaderEpochFileCache.endOffsetFor(epoch, logEndOffset) does
+	// (kafka-internals.md §2.1): (-1, -1) for epoch -1, an empty cache or an
+	// epoch above the latest; (epoch, LEO) for the latest epoch; otherwise the
+	// largest local epoch <= epoch (or epoch itself when it is below the
+	// first) and the start offset of the next higher local epoch.
 	EndOffsetForEpoch(epoch int32) (found int32, end int64)
 }
