@@ -1,0 +1,189 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// CreateTopic creates topic with an explicit replica assignment (partition i
+// on assignment[i], the first replica preferred leader) and configs, and
+// waits until every partition has a leader with its full ISR.
+func (c *Cluster) CreateTopic(ctx context.Context, topic string, assignment [][]int32, configs map[string]string) {
+	c.t.Helper()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic = topic
+	rt.NumPartitions, rt.ReplicationFactor = -1, -1 // given by the assignment
+	for p, replicas := range assignment {
+		a := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
+		a.Partition, a.Replicas = int32(p), replicas
+		rt.ReplicaAssignment = append(rt.ReplicaAssignment, a)
+	}
+	for k, v := range configs {
+		cfg := kmsg.NewCreateTopicsRequestTopicConfig()
+		cfg.Name, cfg.Value = k, kmsg.StringPtr(v)
+		rt.Configs = append(rt.Configs, cfg)
+	}
+	req.Topics = append(req.Topics, rt)
+	req.TimeoutMillis = 30_000
+	resp, err := req.RequestWith(ctx, c.adminClient())
+	if err != nil {
+		c.t.Fatalf("creating topic %s: %v", topic, err)
+	}
+	for _, t := range resp.Topics {
+		if err := kerr.ErrorForCode(t.ErrorCode); err != nil {
+			msg := ""
+			if t.ErrorMessage != nil {
+				msg = *t.ErrorMessage
+			}
+			c.t.Fatalf("creating topic %s: %v %s", topic, err, msg)
+		}
+	}
+	for p, replicas := range assignment {
+		c.WaitPartition(ctx, topic, int32(p), fmt.Sprintf("a leader and ISR %v", replicas), func(s PartitionState) bool {
+			return s.Leader >= 0 && sameSet(s.ISR, replicas)
+		})
+	}
+}
+
+// PartitionState is what the cluster says of one partition, from
+// DescribeTopicPartitions (the only API that shows the ELR, KIP-966).
+type PartitionState struct {
+	Leader       int32
+	LeaderEpoch  int32
+	Replicas     []int32
+	ISR          []int32
+	ELR          []int32
+	LastKnownELR []int32
+	Offline      []int32
+}
+
+func (s PartitionState) String() string {
+	return fmt.Sprintf("leader %d epoch %d replicas %v isr %v elr %v last-known-elr %v offline %v",
+		s.Leader, s.LeaderEpoch, s.Replicas, s.ISR, s.ELR, s.LastKnownELR, s.Offline)
+}
+
+// Partition asks the cluster for the state of topic-partition.
+func (c *Cluster) Partition(ctx context.Context, topic string, partition int32) (PartitionState, error) {
+	req := kmsg.NewPtrDescribeTopicPartitionsRequest()
+	rt := kmsg.NewDescribeTopicPartitionsRequestTopic()
+	rt.Topic = topic
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, c.adminClient())
+	if err != nil {
+		return PartitionState{}, fmt.Errorf("describing %s-%d: %w", topic, partition, err)
+	}
+	for _, t := range resp.Topics {
+		if err := kerr.ErrorForCode(t.ErrorCode); err != nil {
+			return PartitionState{}, fmt.Errorf("describing %s-%d: %w", topic, partition, err)
+		}
+		for _, p := range t.Partitions {
+			if p.Partition != partition {
+				continue
+			}
+			if err := kerr.ErrorForCode(p.ErrorCode); err != nil && !errors.Is(err, kerr.LeaderNotAvailable) {
+				return PartitionState{}, fmt.Errorf("describing %s-%d: %w", topic, partition, err)
+			}
+			return PartitionState{
+				Leader: p.LeaderID, LeaderEpoch: p.LeaderEpoch,
+				Replicas: p.Replicas, ISR: p.ISR, ELR: p.EligibleLeaderReplicas,
+				LastKnownELR: p.LastKnownELR, Offline: p.OfflineReplicas,
+			}, nil
+		}
+	}
+	return PartitionState{}, fmt.Errorf("describing %s-%d: partition not in the answer", topic, partition)
+}
+
+// WaitPartition polls until cond holds for topic-partition and returns the
+// state that met it; it fails the test at ctx's deadline (or after 60 s),
+// naming what it waited for and what it last saw.
+func (c *Cluster) WaitPartition(ctx context.Context, topic string, partition int32, what string, cond func(PartitionState) bool) PartitionState {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	var last string
+	for {
+		s, err := c.Partition(ctx, topic, partition)
+		if err == nil && cond(s) {
+			return s
+		}
+		if err != nil {
+			last = err.Error()
+		} else {
+			last = s.String()
+		}
+		select {
+		case <-ctx.Done():
+			c.t.Fatalf("waiting for %s-%d to have %s: %v; last seen: %s", topic, partition, what, ctx.Err(), last)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// ElectUnclean runs ElectLeaders(UNCLEAN) for topic-partition, retrying while
+// no live replica is eligible yet (a resumed broker not yet unfenced), and
+// returns the new state. It works whatever the topic's
+// unclean.leader.election.enable says (kafka-harness.md §4.2).
+func (c *Cluster) ElectUnclean(ctx context.Context, topic string, partition int32) PartitionState {
+	c.t.Helper()
+	return c.elect(ctx, kadm.ElectLiveReplica, topic, partition)
+}
+
+// ElectPreferred moves leadership to the first replica of topic-partition.
+func (c *Cluster) ElectPreferred(ctx context.Context, topic string, partition int32) PartitionState {
+	c.t.Helper()
+	return c.elect(ctx, kadm.ElectPreferredReplica, topic, partition)
+}
+
+func (c *Cluster) elect(ctx context.Context, how kadm.ElectLeadersHow, topic string, partition int32) PartitionState {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	set := kadm.TopicsSet{}
+	set.Add(topic, partition)
+	var last error
+	for {
+		res, err := c.Admin().ElectLeaders(ctx, how, set)
+		if err == nil {
+			r := res[topic][partition]
+			err = r.Err
+			if err == nil {
+				break
+			}
+		}
+		last = err
+		retry := errors.Is(err, kerr.EligibleLeadersNotAvailable) || errors.Is(err, kerr.PreferredLeaderNotAvailable) ||
+			errors.Is(err, kerr.RequestTimedOut)
+		if !retry && ctx.Err() == nil && !isRetriableNet(err) {
+			c.t.Fatalf("electing a leader for %s-%d: %v", topic, partition, err)
+		}
+		select {
+		case <-ctx.Done():
+			c.t.Fatalf("electing a leader for %s-%d: %v (last: %v)", topic, partition, ctx.Err(), last)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return c.WaitPartition(ctx, topic, partition, "a leader after the election", func(s PartitionState) bool { return s.Leader >= 0 })
+}
+
+func isRetriableNet(err error) bool {
+	var ke *kerr.Error
+	return !errors.As(err, &ke) // transport errors: the admin client reconnects
+}
+
+func sameSet(a, b []int32) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
+}
+
+// SameSet reports whether a and b hold the same broker ids in any order.
+func SameSet(a, b []int32) bool { return sameSet(a, b) }

@@ -1,0 +1,338 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Options shape a test cluster. The zero value is a Combined cluster of the
+// default version.
+type Options struct {
+	Layout Layout
+	// Features are feature levels fixed at format time, name → level, e.g.
+	// "eligible.leader.replicas.version": 0 (kafka-harness.md §4.2).
+	Features map[string]int
+	// Config overrides node properties on every node.
+	Config map[string]string
+	// NeedsFaults says the test kills, pauses or restarts nodes, so an
+	// external cluster (KFOLLOWER_KAFKA_BOOTSTRAP) cannot serve it.
+	NeedsFaults bool
+	// ReadyTimeout bounds start-up; default 120 s.
+	ReadyTimeout time.Duration
+}
+
+// Cluster is a running test cluster: JVMs started by this process, or an
+// external cluster named by KFOLLOWER_KAFKA_BOOTSTRAP.
+type Cluster struct {
+	t        testing.TB
+	Dir      string
+	Version  string
+	nodes    []*Node // brokers first, in id order, then a controller-only node
+	external []string
+
+	adminOnce sync.Once
+	adminCl   *kgo.Client
+}
+
+// EnvBootstrap names an external cluster for tests that need no fault control.
+const EnvBootstrap = "KFOLLOWER_KAFKA_BOOTSTRAP"
+
+// Start runs a cluster for t and tears it down in t.Cleanup. It fails t,
+// never skips it, when Kafka cannot be started.
+func Start(t testing.TB, opts Options) *Cluster {
+	t.Helper()
+	if ext := os.Getenv(EnvBootstrap); ext != "" && !opts.NeedsFaults {
+		c := &Cluster{t: t, external: strings.Split(ext, ","), Version: "external"}
+		t.Cleanup(c.closeAdmin)
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		if err := c.waitReady(ctx); err != nil {
+			t.Fatalf("external Kafka cluster %s (from %s) is not ready: %v", ext, EnvBootstrap, err)
+		}
+		return c
+	}
+	c, err := start(t, opts)
+	if err != nil {
+		t.Fatalf("starting a Kafka %s cluster: %v", opts.Layout, err)
+	}
+	return c
+}
+
+func start(t testing.TB, opts Options) (*Cluster, error) {
+	version := Version()
+	lib, err := EnsureJars(version)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{t: t, Dir: t.TempDir(), Version: version}
+	// Registered before any JVM starts, so every later failure tears down.
+	t.Cleanup(c.teardown)
+
+	var ids []int32
+	var ctl int32 = -1
+	switch opts.Layout {
+	case Combined:
+		ids = []int32{1, 2, 3}
+	case Isolated:
+		ids, ctl = []int32{1, 2, 3}, ControllerID
+	default:
+		return nil, fmt.Errorf("unknown layout %d", opts.Layout)
+	}
+	ports, err := freePorts(2*len(ids) + 1)
+	if err != nil {
+		return nil, err
+	}
+	next := func() int { p := ports[0]; ports = ports[1:]; return p }
+	for _, id := range ids {
+		n := &Node{ID: id, broker: true, controller: opts.Layout == Combined, lib: lib}
+		n.Port = next()
+		if n.controller {
+			n.ControllerPort = next()
+		}
+		c.nodes = append(c.nodes, n)
+	}
+	if ctl >= 0 {
+		c.nodes = append(c.nodes, &Node{ID: ctl, controller: true, lib: lib, ControllerPort: next()})
+	}
+	var voters []string
+	for _, n := range c.nodes {
+		if n.controller {
+			voters = append(voters, fmt.Sprintf("%d@127.0.0.1:%d", n.ID, n.ControllerPort))
+		}
+	}
+	var features []string
+	for name, level := range opts.Features {
+		features = append(features, fmt.Sprintf("%s=%d", name, level))
+	}
+	slices.Sort(features)
+
+	for _, n := range c.nodes {
+		n.Dir = filepath.Join(c.Dir, fmt.Sprintf("node%d", n.ID))
+		n.config = filepath.Join(n.Dir, "server.properties")
+		if err := os.MkdirAll(filepath.Join(n.Dir, "logs"), 0o755); err != nil {
+			return nil, fmt.Errorf("creating %s: %w", n.Dir, err)
+		}
+		if err := os.WriteFile(filepath.Join(n.Dir, "log4j2.properties"), []byte(log4jConfig), 0o644); err != nil {
+			return nil, fmt.Errorf("writing log4j config for node %d: %w", n.ID, err)
+		}
+		if err := writeProperties(n.config, nodeProps(n, strings.Join(voters, ","), opts.Config)); err != nil {
+			return nil, err
+		}
+	}
+	// Every node is formatted with the same cluster id and flags.
+	id := newClusterID()
+	errs := make([]error, len(c.nodes))
+	var wg sync.WaitGroup
+	for i, n := range c.nodes {
+		wg.Go(func() { errs[i] = n.format(id, features) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	// All at once: a broker blocks in startup until the quorum has a leader,
+	// which one voter alone cannot elect (kafka-harness.md §1.2).
+	for _, n := range c.nodes {
+		if err := n.start(); err != nil {
+			return nil, err
+		}
+	}
+	timeout := opts.ReadyTimeout
+	if timeout == 0 {
+		timeout = 120 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := c.waitReady(ctx); err != nil {
+		return nil, fmt.Errorf("cluster in %s not ready within %v: %w", c.Dir, timeout, err)
+	}
+	return c, nil
+}
+
+// Bootstrap is the list of broker addresses.
+func (c *Cluster) Bootstrap() []string {
+	if c.external != nil {
+		return c.external
+	}
+	var addrs []string
+	for _, n := range c.Brokers() {
+		addrs = append(addrs, n.Addr())
+	}
+	return addrs
+}
+
+// External reports whether the cluster was not started by this process.
+func (c *Cluster) External() bool { return c.external != nil }
+
+// Brokers are the broker nodes, in id order.
+func (c *Cluster) Brokers() []*Node {
+	var bs []*Node
+	for _, n := range c.nodes {
+		if n.broker {
+			bs = append(bs, n)
+		}
+	}
+	return bs
+}
+
+// Node returns the node with the given id; it fails the test if none.
+func (c *Cluster) Node(id int32) *Node {
+	c.t.Helper()
+	c.needFaults("Node")
+	for _, n := range c.nodes {
+		if n.ID == id {
+			return n
+		}
+	}
+	c.t.Fatalf("no node %d in the cluster", id)
+	return nil
+}
+
+func (c *Cluster) needFaults(op string) {
+	c.t.Helper()
+	if c.external != nil {
+		c.t.Fatalf("%s needs a cluster started by the harness, not the external one from %s (set Options.NeedsFaults)", op, EnvBootstrap)
+	}
+}
+
+// Client returns a kgo client for the cluster, closed when the test ends.
+func (c *Cluster) Client(opts ...kgo.Opt) *kgo.Client {
+	c.t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.Bootstrap()...)}, opts...)...)
+	if err != nil {
+		c.t.Fatalf("creating a Kafka client: %v", err)
+	}
+	c.t.Cleanup(cl.Close)
+	return cl
+}
+
+// Admin returns a kadm client on one shared connection pool.
+func (c *Cluster) Admin() *kadm.Client { return kadm.NewClient(c.adminClient()) }
+
+// adminClient is the shared kgo client behind Admin, for raw kmsg requests.
+func (c *Cluster) adminClient() *kgo.Client {
+	c.adminOnce.Do(func() {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(c.Bootstrap()...), kgo.RetryTimeout(10*time.Second))
+		if err != nil {
+			c.t.Fatalf("creating an admin client: %v", err)
+		}
+		c.adminCl = cl
+	})
+	return c.adminCl
+}
+
+func (c *Cluster) closeAdmin() {
+	if c.adminCl != nil {
+		c.adminCl.Close()
+	}
+}
+
+// waitReady waits until every broker answers Metadata listing every broker
+// that should be up (kafka-harness.md §3.3): a broker opens its listener only
+// once it is caught up and unfenced. It fails fast when a JVM has exited.
+func (c *Cluster) waitReady(ctx context.Context) error {
+	return c.waitBrokers(ctx, c.Bootstrap(), len(c.Bootstrap()))
+}
+
+// waitReadyLive waits until each of the live brokers lists all of them.
+func (c *Cluster) waitReadyLive(ctx context.Context, live []*Node) error {
+	var addrs []string
+	for _, n := range live {
+		addrs = append(addrs, n.Addr())
+	}
+	return c.waitBrokers(ctx, addrs, len(addrs))
+}
+
+func (c *Cluster) waitBrokers(ctx context.Context, addrs []string, want int) error {
+	var last error
+	for _, addr := range addrs {
+		for {
+			if err := c.exited(); err != nil {
+				return err
+			}
+			n, err := brokersSeenBy(ctx, addr)
+			if err == nil && n >= want {
+				break
+			}
+			if err == nil {
+				err = fmt.Errorf("broker %s lists %d of %d brokers", addr, n, want)
+			}
+			last = err
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("%w (last: %v)", ctx.Err(), last)
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+// exited reports a JVM that died although it should be running.
+func (c *Cluster) exited() error {
+	var errs []error
+	for _, n := range c.nodes {
+		if !n.wantUp() {
+			continue
+		}
+		if err := n.exitErr(); err != nil {
+			errs = append(errs, fmt.Errorf("%w; its log is %s", err, n.LogFile()))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// brokersSeenBy asks exactly the broker at addr for Metadata.
+func brokersSeenBy(ctx context.Context, addr string) (int, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RequestRetries(0))
+	if err != nil {
+		return 0, err
+	}
+	defer cl.Close()
+	seeds := cl.SeedBrokers()
+	if len(seeds) != 1 {
+		return 0, fmt.Errorf("client for %s has %d seeds", addr, len(seeds))
+	}
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req := kmsg.NewPtrMetadataRequest()
+	req.Topics = []kmsg.MetadataRequestTopic{} // brokers only
+	resp, err := seeds[0].Request(rctx, req)
+	if err != nil {
+		return 0, fmt.Errorf("metadata from %s: %w", addr, err)
+	}
+	return len(resp.(*kmsg.MetadataResponse).Brokers), nil
+}
+
+// teardown kills every JVM and, when the test failed, puts the tail of each
+// node's log into the test output.
+func (c *Cluster) teardown() {
+	c.closeAdmin()
+	for _, n := range c.nodes {
+		if err := n.kill(); err != nil {
+			c.t.Errorf("teardown: %v", err)
+		}
+	}
+	if c.t.Failed() {
+		for _, n := range c.nodes {
+			b, err := os.ReadFile(n.LogFile())
+			if err != nil {
+				c.t.Logf("node %d log %s: %v", n.ID, n.LogFile(), err)
+				continue
+			}
+			c.t.Logf("---- node %d, last lines of %s ----\n%s", n.ID, n.LogFile(), tail(string(b), 60))
+		}
+	}
+}

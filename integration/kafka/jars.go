@@ -1,0 +1,161 @@
+package kafka
+
+import (
+	"bytes"
+	_ "embed"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+// DefaultVersion is the Kafka release the tests run against unless
+// KAFKA_VERSION says otherwise.
+const DefaultVersion = "4.4.0"
+
+//go:embed pom.xml
+var pomXML []byte
+
+// Version is the Kafka version chosen for this run.
+func Version() string {
+	if v := os.Getenv("KAFKA_VERSION"); v != "" {
+		return v
+	}
+	return DefaultVersion
+}
+
+// CacheDir is where resolved jars live: $KFOLLOWER_CACHE, or the user cache
+// directory (~/.cache/kfollower), outside the work tree so a clean clone reuses
+// them.
+func CacheDir() (string, error) {
+	if d := os.Getenv("KFOLLOWER_CACHE"); d != "" {
+		return d, nil
+	}
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("finding a cache directory for the Kafka jars (set KFOLLOWER_CACHE): %w", err)
+	}
+	return filepath.Join(d, "kfollower"), nil
+}
+
+// CheckJava reports, in words a person can act on, whether a Java runtime is
+// on PATH.
+func CheckJava() error {
+	if _, err := exec.LookPath("java"); err != nil {
+		return errors.New("java is not on PATH: the integration tests start real Kafka brokers and need Java 17 or later (Debian: apt-get install openjdk-17-jre-headless)")
+	}
+	return nil
+}
+
+// EnsureJars returns a directory holding every jar a broker of the given
+// version needs, resolving them with Maven on first use. Concurrent callers
+// (go test runs packages in parallel) serialise on a lock file; a finished
+// directory carries a marker, so a later run downloads nothing.
+func EnsureJars(version string) (string, error) {
+	if err := CheckJava(); err != nil {
+		return "", err
+	}
+	cache, err := CacheDir()
+	if err != nil {
+		return "", err
+	}
+	lib := filepath.Join(cache, "kafka-"+version, "lib")
+	marker := filepath.Join(lib, ".complete")
+	if _, err := os.Stat(marker); err == nil {
+		return lib, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(lib), 0o755); err != nil {
+		return "", fmt.Errorf("creating the Kafka jar cache %s: %w", filepath.Dir(lib), err)
+	}
+	lockPath := filepath.Join(filepath.Dir(lib), ".lock")
+	lock, err := os.OpenFile(lockPath, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return "", fmt.Errorf("opening lock %s: %w", lockPath, err)
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return "", fmt.Errorf("locking %s: %w", lockPath, err)
+	}
+	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) //nolint:errcheck // released on close anyway
+	if _, err := os.Stat(marker); err == nil {
+		return lib, nil // another process finished while we waited
+	}
+	if _, err := exec.LookPath("mvn"); err != nil {
+		return "", errors.New("mvn is not on PATH: the integration tests resolve the Kafka jars from Maven Central with Maven (Debian: apt-get install maven)")
+	}
+
+	// Resolve into a fresh directory and rename it into place, so an
+	// interrupted download never looks complete.
+	work, err := os.MkdirTemp(filepath.Dir(lib), "resolve-")
+	if err != nil {
+		return "", fmt.Errorf("creating a resolve directory in %s: %w", filepath.Dir(lib), err)
+	}
+	defer os.RemoveAll(work)
+	pom := filepath.Join(work, "pom.xml")
+	if err := os.WriteFile(pom, pomXML, 0o644); err != nil {
+		return "", fmt.Errorf("writing %s: %w", pom, err)
+	}
+	out := filepath.Join(work, "lib")
+	cmd := exec.Command("mvn", "-B", "-q", "-f", pom,
+		"dependency:copy-dependencies",
+		"-Dkafka.version="+version,
+		"-DincludeScope=runtime",
+		"-DoutputDirectory="+out)
+	var buf bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("resolving org.apache.kafka:kafka_2.13:%s from Maven Central with %q failed (%v); is Maven Central reachable?\n%s",
+			version, strings.Join(cmd.Args, " "), err, tail(buf.String(), 40))
+	}
+	if err := checkJars(out, version); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(out, ".complete"), []byte(version+"\n"), 0o644); err != nil {
+		return "", fmt.Errorf("marking %s complete: %w", out, err)
+	}
+	_ = os.RemoveAll(lib) // a half-finished directory from an older harness
+	if err := os.Rename(out, lib); err != nil {
+		return "", fmt.Errorf("moving resolved jars to %s: %w", lib, err)
+	}
+	return lib, nil
+}
+
+// checkJars asserts what kafka-harness.md §2.1 says the classpath must hold:
+// the broker, its runtime modules, and exactly the SLF4J 1.x binding.
+func checkJars(dir, version string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("reading resolved jars in %s: %w", dir, err)
+	}
+	have := map[string]bool{}
+	for _, e := range entries {
+		have[e.Name()] = true
+	}
+	for _, want := range []string{"kafka_2.13-" + version + ".jar", "kafka-server-" + version + ".jar", "kafka-raft-" + version + ".jar", "kafka-tools-" + version + ".jar"} {
+		if !have[want] {
+			return fmt.Errorf("resolved jars in %s lack %s", dir, want)
+		}
+	}
+	var binding bool
+	for name := range have {
+		if strings.HasPrefix(name, "log4j-slf4j2-impl") {
+			return fmt.Errorf("resolved jars in %s hold %s, an SLF4J 2 binding; Kafka uses SLF4J 1.x (log4j-slf4j-impl)", dir, name)
+		}
+		binding = binding || strings.HasPrefix(name, "log4j-slf4j-impl")
+	}
+	if !binding {
+		return fmt.Errorf("resolved jars in %s lack log4j-slf4j-impl: the brokers would log nothing", dir)
+	}
+	return nil
+}
+
+func tail(s string, lines int) string {
+	parts := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(parts) > lines {
+		parts = parts[len(parts)-lines:]
+	}
+	return strings.Join(parts, "\n")
+}
