@@ -76,6 +76,13 @@ func start(t testing.TB, opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
+	// One harness cluster at a time on this machine: go test runs packages
+	// in parallel, and two clusters on 2 cores starve each other.
+	release, err := lockFile(filepath.Join(filepath.Dir(lib), "..", "cluster.lock"))
+	if err != nil {
+		return nil, err
+	}
+	t.Cleanup(release)
 	c := &Cluster{t: t, Dir: t.TempDir(), Version: version}
 	// Registered before any JVM starts, so every later failure tears down.
 	t.Cleanup(c.teardown)

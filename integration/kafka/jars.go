@@ -70,16 +70,11 @@ func EnsureJars(version string) (string, error) {
 	if err := os.MkdirAll(filepath.Dir(lib), 0o755); err != nil {
 		return "", fmt.Errorf("creating the Kafka jar cache %s: %w", filepath.Dir(lib), err)
 	}
-	lockPath := filepath.Join(filepath.Dir(lib), ".lock")
-	lock, err := os.OpenFile(lockPath, os.O_CREATE|os.O_RDWR, 0o644)
+	release, err := lockFile(filepath.Join(filepath.Dir(lib), ".lock"))
 	if err != nil {
-		return "", fmt.Errorf("opening lock %s: %w", lockPath, err)
+		return "", err
 	}
-	defer lock.Close()
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		return "", fmt.Errorf("locking %s: %w", lockPath, err)
-	}
-	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) //nolint:errcheck // released on close anyway
+	defer release()
 	if _, err := os.Stat(marker); err == nil {
 		return lib, nil // another process finished while we waited
 	}
@@ -99,11 +94,14 @@ func EnsureJars(version string) (string, error) {
 		return "", fmt.Errorf("writing %s: %w", pom, err)
 	}
 	out := filepath.Join(work, "lib")
-	cmd := exec.Command("mvn", "-B", "-q", "-f", pom,
-		"dependency:copy-dependencies",
+	args := []string{"-B", "-q", "-f", pom}
+	// KFOLLOWER_MVN_FLAGS adds Maven flags, e.g. "-s settings.xml" for a mirror.
+	args = append(args, strings.Fields(os.Getenv("KFOLLOWER_MVN_FLAGS"))...)
+	args = append(args, "dependency:copy-dependencies",
 		"-Dkafka.version="+version,
 		"-DincludeScope=runtime",
 		"-DoutputDirectory="+out)
+	cmd := exec.Command("mvn", args...)
 	var buf bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &buf, &buf
 	if err := cmd.Run(); err != nil {
@@ -158,4 +156,18 @@ func tail(s string, lines int) string {
 		parts = parts[len(parts)-lines:]
 	}
 	return strings.Join(parts, "\n")
+}
+
+// lockFile takes an exclusive flock on path, waiting for other processes,
+// and returns its release. The kernel drops it if the process dies.
+func lockFile(path string) (release func(), err error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("opening lock %s: %w", path, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("locking %s: %w", path, err)
+	}
+	return func() { f.Close() }, nil
 }

@@ -1,0 +1,30 @@
+# kfollower. `make test` is the project's test command (README, .ci/run).
+GO          ?= go
+STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
+PKGS        := ./...
+# Packages that start real Kafka brokers.
+INTEGRATION := ./integration/...
+
+.PHONY: test test-unit test-integration lint fmt build
+
+build:
+	$(GO) build ./...
+
+# Everything, real Kafka included. Needs Go, Java 17 and Maven.
+test:
+	$(GO) test -count=1 -timeout 30m $(PKGS)
+
+# No JVM: every package but the integration ones.
+test-unit:
+	$(GO) test -count=1 -timeout 10m $$($(GO) list $(PKGS) | grep -v /integration)
+
+test-integration:
+	$(GO) test -count=1 -timeout 30m -v $(INTEGRATION)
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+	$(STATICCHECK) $(PKGS)
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
