@@ -1,0 +1,5 @@
+package storage
+
+const crashChildEnv = "KFOLLOWER_STORAGE_CRASH_CHILD"
+
+func crashChild() {}

@@ -1,0 +1,326 @@
+package storage
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/kfollower/kfollower/wire/batch"
+)
+
+// recover brings the partition directory to a consistent state and loads
+// it. Steps, in order (each one's writes are durable before the next):
+//
+//  1. create the directory if needed; delete leftover *.tmp files and
+//     index files whose .log is gone;
+//  2. open the segments; sealed ones (all but the last) are checked through
+//     their indexes only, rebuilt from the .log if the indexes are missing
+//     or fail Kafka's sanity checks, in which case a bad batch is a
+//     *CorruptionError (a sealed segment was fsynced whole);
+//  3. finish an interrupted truncation from its intent file, before
+//     anything else can see the data it removes;
+//  4. validate the active segment batch by batch (CRC included) and cut a
+//     torn tail; a bad batch with a valid batch right after it is not a
+//     torn write but corruption: *CorruptionError;
+//  5. load leader-epoch-checkpoint; if it is missing or unreadable,
+//     rebuild the cache from the batches' epochs with a warning; else add
+//     the epochs of active-segment batches newer than its latest entry (an
+//     append that crashed before its checkpoint write), as
+//     LogSegment.recover does; then cut the cache to the LEO and from the
+//     log start (LogLoader) and rewrite it if it changed;
+//  6. apply the log start offset (deleting segments wholly below it);
+//  7. remove the intent file.
+func (l *Log) recover() error {
+	if err := mkdirAllSynced(l.fsys, l.dir); err != nil {
+		return fmt.Errorf("creating %s: %w", l.dir, err)
+	}
+	ents, err := l.fsys.ReadDir(l.dir)
+	if err != nil {
+		return fmt.Errorf("listing %s: %w", l.dir, err)
+	}
+	var bases []int64
+	logs := map[int64]bool{}
+	var indexes []string
+	for _, e := range ents {
+		name := e.Name()
+		switch {
+		case strings.HasSuffix(name, tmpSuffix):
+			if err := l.fsys.Remove(filepath.Join(l.dir, name)); err != nil {
+				return fmt.Errorf("removing leftover %s: %w", name, err)
+			}
+		case strings.HasSuffix(name, indexSuffix) || strings.HasSuffix(name, timeIndexSuffix):
+			indexes = append(indexes, name)
+		default:
+			if b, ok := parseSegmentName(name); ok {
+				bases = append(bases, b)
+				logs[b] = true
+			}
+		}
+	}
+	for _, name := range indexes {
+		if b, ok := parseSegmentName(name[:strings.IndexByte(name, '.')] + logSuffix); !ok || !logs[b] {
+			if err := l.fsys.Remove(filepath.Join(l.dir, name)); err != nil {
+				return fmt.Errorf("removing orphan index %s: %w", name, err)
+			}
+		}
+	}
+	slices.Sort(bases)
+
+	if err := l.loadTopicID(); err != nil {
+		return err
+	}
+	in, haveIntent, err := l.readIntent()
+	if err != nil {
+		return err
+	}
+	logStart := int64(-1)
+	if data, err := l.fsys.ReadFile(filepath.Join(l.dir, logStartName)); err == nil {
+		if logStart, err = parseLogStart(data); err != nil {
+			l.lg.Warn("ignoring unreadable log start offset file", "err", err)
+			logStart = -1
+		}
+	} else if !isNotExist(err) {
+		return fmt.Errorf("reading %s: %w", filepath.Join(l.dir, logStartName), err)
+	}
+
+	for _, b := range bases {
+		s, err := openSegmentFiles(l.fsys, l.dir, b, l.opts.IndexIntervalBytes, l.opts.Now())
+		if err != nil {
+			return err
+		}
+		l.segs = append(l.segs, s)
+	}
+	for _, s := range l.segs[:max(len(l.segs)-1, 0)] {
+		if err := l.loadSealed(s); err != nil {
+			return err
+		}
+	}
+	if len(l.segs) > 0 {
+		last := l.active()
+		size, err := last.fileSize()
+		if err != nil {
+			return err
+		}
+		last.ix.size = size // unverified until recoverActive
+	}
+
+	if haveIntent {
+		l.lg.Warn("finishing an interrupted truncation", "full", in.full, "offset", in.offset)
+		if in.full || len(l.segs) == 0 || in.offset < max(logStart, l.segs[0].base) {
+			if err := l.truncateFully(in.offset); err != nil {
+				return fmt.Errorf("finishing truncation of %s: %w", l.tp(), err)
+			}
+			logStart = in.offset
+		} else if err := l.truncateSegments(in.offset); err != nil {
+			return fmt.Errorf("finishing truncation of %s to %d: %w", l.tp(), in.offset, err)
+		}
+	}
+
+	if len(l.segs) == 0 {
+		s, err := createSegment(l.fsys, l.dir, max(logStart, 0), l.opts.IndexIntervalBytes, l.opts.Now())
+		if err != nil {
+			return err
+		}
+		l.segs = []*segment{s}
+	}
+	var tail []batch.Header
+	if err := l.recoverActive(func(h batch.Header) { tail = append(tail, h) }); err != nil {
+		return err
+	}
+
+	l.logStart = max(logStart, l.segs[0].base)
+	if leo := l.leoLocked(); l.logStart > leo {
+		l.lg.Warn("log start offset beyond the recovered log end; lowering it", "logStart", l.logStart, "leo", leo)
+		l.logStart = leo
+	}
+	if err := l.recoverEpochs(tail); err != nil {
+		return err
+	}
+	if err := l.deleteSegmentsBelowStart(); err != nil {
+		return fmt.Errorf("deleting segments of %s below %d: %w", l.tp(), l.logStart, err)
+	}
+	if haveIntent {
+		if err := removeFileSynced(l.fsys, l.dir, intentName); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (l *Log) readIntent() (intent, bool, error) {
+	path := filepath.Join(l.dir, intentName)
+	data, err := l.fsys.ReadFile(path)
+	if isNotExist(err) {
+		return intent{}, false, nil
+	}
+	if err != nil {
+		return intent{}, false, fmt.Errorf("reading %s: %w", path, err)
+	}
+	// Written atomically, so unreadable means someone else wrote it: do
+	// not guess which batches it meant to remove.
+	in, err := parseIntent(data)
+	if err != nil {
+		return intent{}, false, fmt.Errorf("%s: %w", path, err)
+	}
+	return in, true, nil
+}
+
+func (l *Log) loadTopicID() error {
+	path := filepath.Join(l.dir, partitionMetadataName)
+	data, err := l.fsys.ReadFile(path)
+	switch {
+	case isNotExist(err):
+	case err != nil:
+		return fmt.Errorf("reading %s: %w", path, err)
+	default:
+		id, err := parsePartitionMetadata(data)
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		l.topicID = id
+	}
+	return l.setTopicIDLocked(l.opts.TopicID)
+}
+
+// loadSealed loads a sealed segment from its indexes, or rebuilds them.
+func (l *Log) loadSealed(s *segment) error {
+	size, err := s.fileSize()
+	if err != nil {
+		return err
+	}
+	if ok, err := s.loadIndexes(size); err != nil || ok {
+		return err
+	}
+	l.lg.Warn("rebuilding indexes of a sealed segment", "segment", s.path(logSuffix))
+	valid, err := s.rebuild(true, nil)
+	if err != nil || valid != size {
+		if err == nil {
+			err = fmt.Errorf("%d bytes of a partial batch at the end of a sealed segment", size-valid)
+		}
+		return l.corruption(s, valid, -1, err)
+	}
+	s.ix.seal()
+	s.sealed = true
+	if err := s.rewriteIndexes(); err != nil {
+		return err
+	}
+	return s.sync()
+}
+
+// recoverActive validates the active segment and cuts a torn tail.
+func (l *Log) recoverActive(onBatch func(batch.Header)) error {
+	s := l.active()
+	size, err := s.fileSize()
+	if err != nil {
+		return err
+	}
+	valid, err := s.rebuild(true, onBatch)
+	var be *batch.Error
+	if err != nil && !errors.As(err, &be) {
+		return err
+	}
+	if valid < size {
+		if err != nil && l.validBatchFollows(s, valid, size) {
+			return l.corruption(s, valid, -1, err)
+		}
+		l.lg.Warn("cutting a torn tail", "segment", s.path(logSuffix), "position", valid,
+			"bytes", size-valid, "nextOffset", s.next, "reason", err)
+		if err := s.log.Truncate(valid); err != nil {
+			return fmt.Errorf("truncating %s to %d: %w", s.path(logSuffix), valid, err)
+		}
+	}
+	s.sealed = false
+	if err := s.rewriteIndexes(); err != nil {
+		return err
+	}
+	return s.sync()
+}
+
+// validBatchFollows tells a torn write from corruption: a crash tears only
+// the end of what was being written, so if the bad batch's length field
+// leads to a batch that passes its CRC, the bad one sits in the middle of
+// good data.
+func (l *Log) validBatchFollows(s *segment, pos, size int64) bool {
+	hdr := make([]byte, batch.LogOverhead)
+	if _, err := s.log.ReadAt(hdr, pos); err != nil {
+		return false
+	}
+	length := int64(int32(uint32(hdr[8])<<24 | uint32(hdr[9])<<16 | uint32(hdr[10])<<8 | uint32(hdr[11])))
+	next := pos + batch.LogOverhead + length
+	if length < batch.MinLength || next+batch.HeaderSize > size {
+		return false
+	}
+	found := false
+	_, _ = scanFile(s.log, next, size, true, func(batch.Header, int64, []byte) error {
+		found = true
+		return errors.New("stop")
+	})
+	return found
+}
+
+// recoverEpochs is step 5 of recover.
+func (l *Log) recoverEpochs(tail []batch.Header) error {
+	path := filepath.Join(l.dir, epochCheckpointName)
+	data, err := l.fsys.ReadFile(path)
+	var cache Epochs
+	rebuild := ""
+	switch {
+	case isNotExist(err):
+		rebuild = "missing"
+	case err != nil:
+		return fmt.Errorf("reading %s: %w", path, err)
+	default:
+		entries, perr := parseEpochCheckpoint(data)
+		if perr == nil {
+			cache, perr = NewEpochs(entries...)
+		}
+		if perr != nil {
+			rebuild = perr.Error()
+		}
+	}
+	if rebuild != "" {
+		if rebuild != "missing" || l.leoLocked() > l.segs[0].base {
+			l.lg.Warn("rebuilding leader-epoch-checkpoint from the batches", "reason", rebuild)
+		}
+		cache, err = l.epochsFromBatches()
+		if err != nil {
+			return err
+		}
+	} else {
+		for _, h := range tail {
+			if latest, ok := cache.Latest(); h.PartitionLeaderEpoch >= 0 && (!ok || h.PartitionLeaderEpoch > latest.Epoch) {
+				cache, _, _ = cache.Assign(h.PartitionLeaderEpoch, h.BaseOffset)
+			}
+		}
+	}
+	cache = cache.TruncateFromEnd(l.leoLocked()).TruncateFromStart(l.logStart)
+	want := formatEpochCheckpoint(cache.entries)
+	if !bytes.Equal(data, want) || rebuild != "" {
+		if err := l.writeEpochs(cache); err != nil {
+			return err
+		}
+	}
+	l.epochs = cache
+	return nil
+}
+
+// epochsFromBatches assigns every stored batch's epoch in order: the cache
+// Kafka would have built appending the same batches.
+func (l *Log) epochsFromBatches() (Epochs, error) {
+	var cache Epochs
+	for _, s := range l.segs {
+		_, err := scanFile(s.log, 0, s.size(), false, func(h batch.Header, _ int64, _ []byte) error {
+			if h.PartitionLeaderEpoch >= 0 {
+				cache, _, _ = cache.Assign(h.PartitionLeaderEpoch, h.BaseOffset)
+			}
+			return nil
+		})
+		if err != nil {
+			return Epochs{}, l.corruption(s, 0, -1, err)
+		}
+	}
+	return cache, nil
+}

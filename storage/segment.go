@@ -1,0 +1,400 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kfollower/kfollower/wire/batch"
+)
+
+// Segment file suffixes (LogFileUtils.java).
+const (
+	logSuffix       = ".log"
+	indexSuffix     = ".index"
+	timeIndexSuffix = ".timeindex"
+)
+
+// segmentName is the 20-digit zero-padded base offset plus suffix
+// (LogFileUtils.filenamePrefixFromOffset).
+func segmentName(base int64, suffix string) string {
+	return fmt.Sprintf("%020d%s", base, suffix)
+}
+
+// parseSegmentName returns the base offset of a "<20 digits>.log" name.
+func parseSegmentName(name string) (int64, bool) {
+	digits, ok := strings.CutSuffix(name, logSuffix)
+	if !ok || len(digits) != 20 || strings.Trim(digits, "0123456789") != "" {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(digits, 10, 64)
+	return n, err == nil
+}
+
+// segment is one <base>.log with its .index and .timeindex. The .log holds
+// fetched batches byte for byte; the indexes are kept in memory (indexer)
+// and mirrored to their files, never preallocated, so a sealed segment's
+// index files are exactly what Kafka leaves after trimToValidSize.
+type segment struct {
+	fsys    fileSystem
+	dir     string
+	base    int64
+	log     file
+	idx     file
+	tidx    file
+	ix      indexer
+	next    int64 // offset after the last batch, base when empty
+	sealed  bool
+	created time.Time
+	// firstTs is the max timestamp of the first batch, the time a segment's
+	// age is measured from (LogSegment.rollingBasedTimestamp); -1 if none.
+	firstTs int64
+	// idxWritten and tidxWritten count entries already in the files.
+	idxWritten, tidxWritten int
+}
+
+func (s *segment) path(suffix string) string { return filepath.Join(s.dir, segmentName(s.base, suffix)) }
+func (s *segment) size() int64                { return s.ix.size }
+func (s *segment) empty() bool                { return s.ix.size == 0 }
+
+// openSegmentFiles opens (creating if needed) the three files of a segment.
+func openSegmentFiles(fsys fileSystem, dir string, base int64, interval int, now time.Time) (*segment, error) {
+	s := &segment{fsys: fsys, dir: dir, base: base, ix: newIndexer(base, interval), next: base, created: now, firstTs: -1}
+	var err error
+	if s.log, err = fsys.OpenFile(s.path(logSuffix), os.O_RDWR|os.O_CREATE, 0o644); err != nil {
+		return nil, fmt.Errorf("opening segment %s: %w", s.path(logSuffix), err)
+	}
+	if s.idx, err = fsys.OpenFile(s.path(indexSuffix), os.O_RDWR|os.O_CREATE, 0o644); err != nil {
+		s.close()
+		return nil, fmt.Errorf("opening index %s: %w", s.path(indexSuffix), err)
+	}
+	if s.tidx, err = fsys.OpenFile(s.path(timeIndexSuffix), os.O_RDWR|os.O_CREATE, 0o644); err != nil {
+		s.close()
+		return nil, fmt.Errorf("opening time index %s: %w", s.path(timeIndexSuffix), err)
+	}
+	return s, nil
+}
+
+// createSegment makes a new, empty segment and fsyncs the directory so its
+// files survive a crash (etcd wal cut()).
+func createSegment(fsys fileSystem, dir string, base int64, interval int, now time.Time) (*segment, error) {
+	s, err := openSegmentFiles(fsys, dir, base, interval, now)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range []file{s.log, s.idx, s.tidx} {
+		if err := f.Truncate(0); err != nil {
+			s.close()
+			return nil, fmt.Errorf("creating segment %s: %w", f.Name(), err)
+		}
+	}
+	if err := fsys.SyncDir(dir); err != nil {
+		s.close()
+		return nil, fmt.Errorf("syncing directory %s: %w", dir, err)
+	}
+	return s, nil
+}
+
+func (s *segment) close() error {
+	var errs []error
+	for _, f := range []file{s.log, s.idx, s.tidx} {
+		if f != nil {
+			errs = append(errs, f.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// remove closes and deletes the segment's files, indexes first, so that a
+// crash leaves at worst a .log without indexes, which Open rebuilds. The
+// caller fsyncs the directory.
+func (s *segment) remove() error {
+	s.close()
+	for _, suf := range []string{indexSuffix, timeIndexSuffix, logSuffix} {
+		if err := s.fsys.Remove(s.path(suf)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("removing %s: %w", s.path(suf), err)
+		}
+	}
+	return nil
+}
+
+// canHold reports whether a batch ending at lastOffset can go into this
+// segment: index entries hold offsets relative to the base as int32
+// (LogSegment.canConvertToRelativeOffset).
+func (s *segment) canHold(lastOffset int64) bool {
+	return lastOffset >= s.base && lastOffset-s.base <= math.MaxInt32
+}
+
+// append writes whole, validated batches at the end of the .log, then the
+// index entries they produce. Nothing is synced here.
+func (s *segment) append(raw []byte, hs []batch.Header) error {
+	if _, err := s.log.WriteAt(raw, s.ix.size); err != nil {
+		return fmt.Errorf("writing %s at %d: %w", s.path(logSuffix), s.ix.size, err)
+	}
+	for _, h := range hs {
+		if s.ix.size == 0 {
+			s.firstTs = h.MaxTimestamp
+		}
+		s.ix.add(h)
+		s.next = h.NextOffset()
+	}
+	return s.writeIndexes()
+}
+
+// writeIndexes appends entries not yet in the index files.
+func (s *segment) writeIndexes() error {
+	if n := len(s.ix.offsets); n > s.idxWritten {
+		b := encodeOffsetIndex(s.ix.offsets[s.idxWritten:])
+		if _, err := s.idx.WriteAt(b, int64(s.idxWritten)*offsetEntrySize); err != nil {
+			return fmt.Errorf("writing %s: %w", s.path(indexSuffix), err)
+		}
+		s.idxWritten = n
+	}
+	if n := len(s.ix.times); n > s.tidxWritten {
+		b := encodeTimeIndex(s.ix.times[s.tidxWritten:])
+		if _, err := s.tidx.WriteAt(b, int64(s.tidxWritten)*timeEntrySize); err != nil {
+			return fmt.Errorf("writing %s: %w", s.path(timeIndexSuffix), err)
+		}
+		s.tidxWritten = n
+	}
+	return nil
+}
+
+// rewriteIndexes replaces both index files with the in-memory entries.
+func (s *segment) rewriteIndexes() error {
+	for _, f := range []file{s.idx, s.tidx} {
+		if err := f.Truncate(0); err != nil {
+			return fmt.Errorf("truncating %s: %w", f.Name(), err)
+		}
+	}
+	s.idxWritten, s.tidxWritten = 0, 0
+	return s.writeIndexes()
+}
+
+func (s *segment) sync() error {
+	for _, f := range []file{s.log, s.idx, s.tidx} {
+		if err := f.Sync(); err != nil {
+			return fmt.Errorf("syncing %s: %w", f.Name(), err)
+		}
+	}
+	return nil
+}
+
+// seal makes the segment inactive: the final time-index entry, then fsync
+// of all three files (LogSegment.onBecomeInactiveSegment + flush on roll).
+func (s *segment) seal() error {
+	if !s.sealed {
+		s.ix.seal()
+		if err := s.writeIndexes(); err != nil {
+			return err
+		}
+		s.sealed = true
+	}
+	return s.sync()
+}
+
+// unseal makes a sealed segment active again after a truncation cut into
+// it: its indexes are rebuilt from the remaining batches, so the final
+// time entry of the seal is dropped (Kafka's truncateTo re-opens the
+// segment's indexes the same way).
+func (s *segment) unseal() { s.sealed = false }
+
+// scanFile reads batches of f from position from up to limit, in chunks,
+// calling fn for each whole batch. verify selects a full check (CRC) or a
+// header-only walk. It returns the position after the last good batch and
+// the *batch.Error that stopped it, or nil at limit or at a partial tail.
+func scanFile(f file, from, limit int64, verify bool, fn func(h batch.Header, pos int64, b []byte) error) (int64, error) {
+	const chunk = 1 << 20
+	pos := from
+	buf := make([]byte, 0, chunk)
+	for pos < limit {
+		want := min(limit-pos, int64(max(cap(buf), chunk)))
+		buf = buf[:want]
+		n, err := f.ReadAt(buf, pos)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return pos, fmt.Errorf("reading %s at %d: %w", f.Name(), pos, err)
+		}
+		buf = buf[:n]
+		consumed, need, serr := scanChunk(buf, pos, verify, fn)
+		pos += int64(consumed)
+		if serr != nil {
+			return pos, serr
+		}
+		if consumed == 0 {
+			// The next batch does not fit in buf: grow to hold it, unless
+			// the file ends first (a partial tail).
+			if need <= int64(len(buf)) || pos+need > limit || n < len(buf) {
+				return pos, nil
+			}
+			buf = make([]byte, 0, need)
+		}
+	}
+	return pos, nil
+}
+
+// scanChunk walks whole batches in buf (which starts at file position
+// base). It returns the bytes consumed, and when it stops at an incomplete
+// batch, that batch's full size if the header said it (else 0).
+func scanChunk(buf []byte, base int64, verify bool, fn func(h batch.Header, pos int64, b []byte) error) (int, int64, error) {
+	off := 0
+	for {
+		rest := buf[off:]
+		if len(rest) < batch.HeaderSize {
+			return off, batch.HeaderSize, nil
+		}
+		h, err := batch.ParseHeader(rest)
+		if err != nil {
+			return off, 0, shiftErr(err, base+int64(off))
+		}
+		if len(rest) < h.Size() {
+			return off, int64(h.Size()), nil
+		}
+		b := rest[:h.Size()]
+		if verify {
+			if _, err := batch.Check(b); err != nil {
+				return off, 0, shiftErr(err, base+int64(off))
+			}
+		}
+		if err := fn(h, base+int64(off), b); err != nil {
+			return off, 0, err
+		}
+		off += h.Size()
+	}
+}
+
+// shiftErr makes a *batch.Error's position a file position.
+func shiftErr(err error, pos int64) error {
+	var be *batch.Error
+	if errors.As(err, &be) {
+		c := *be
+		c.Pos = int(pos)
+		return &c
+	}
+	return err
+}
+
+// rebuild re-reads the segment's .log from the start and rebuilds its
+// in-memory index state. verify checks CRCs; the valid length and the
+// error that stopped the walk are returned (the caller decides whether
+// that is a torn tail or corruption).
+func (s *segment) rebuild(verify bool, onBatch func(h batch.Header)) (valid int64, err error) {
+	fi, err := s.log.Stat()
+	if err != nil {
+		return 0, fmt.Errorf("stat %s: %w", s.path(logSuffix), err)
+	}
+	s.ix = newIndexer(s.base, int(s.ix.interval))
+	s.next, s.firstTs = s.base, -1
+	valid, err = scanFile(s.log, 0, fi.Size(), verify, func(h batch.Header, pos int64, _ []byte) error {
+		if !s.canHold(h.LastOffset()) || h.BaseOffset < s.next {
+			return &batch.Error{Pos: int(pos), BaseOffset: h.BaseOffset,
+				Reason: fmt.Sprintf("offsets %d..%d do not follow %d in segment with base %d", h.BaseOffset, h.LastOffset(), s.next, s.base)}
+		}
+		if pos == 0 {
+			s.firstTs = h.MaxTimestamp
+		}
+		s.ix.add(h)
+		s.next = h.NextOffset()
+		if onBatch != nil {
+			onBatch(h)
+		}
+		return nil
+	})
+	return valid, err
+}
+
+// fileSize is the current length of the .log file.
+func (s *segment) fileSize() (int64, error) {
+	fi, err := s.log.Stat()
+	if err != nil {
+		return 0, fmt.Errorf("stat %s: %w", s.path(logSuffix), err)
+	}
+	return fi.Size(), nil
+}
+
+// loadIndexes reads and sanity-checks the index files of a sealed segment
+// and derives what the log needs without reading the .log: the next offset
+// (from the last index entry, then a header walk of the rest) and the max
+// timestamp (the time index's last entry, as Kafka's largestTimestamp).
+// ok is false when the files are missing or fail the checks; the caller
+// then rebuilds from the .log.
+func (s *segment) loadIndexes(logSize int64) (ok bool, err error) {
+	ib, err1 := s.fsys.ReadFile(s.path(indexSuffix))
+	tb, err2 := s.fsys.ReadFile(s.path(timeIndexSuffix))
+	if err1 != nil || err2 != nil {
+		return false, nil
+	}
+	offs, err1 := decodeOffsetIndex(ib, logSize)
+	times, err2 := decodeTimeIndex(tb)
+	if err1 != nil || err2 != nil {
+		return false, nil
+	}
+	// Walk headers from the last indexed batch to the end: this finds the
+	// next offset and proves the index and the log agree there.
+	start := int64(0)
+	if n := len(offs); n > 0 {
+		start = int64(offs[n-1].pos)
+	}
+	next := s.base
+	size, err := scanFile(s.log, start, logSize, false, func(h batch.Header, pos int64, _ []byte) error {
+		next = h.NextOffset()
+		return nil
+	})
+	if err != nil || size != logSize {
+		return false, nil
+	}
+	if n := len(offs); n > 0 && s.base+int64(offs[n-1].rel) >= next {
+		return false, nil
+	}
+	s.ix.offsets, s.ix.times, s.ix.size = offs, times, logSize
+	if n := len(offs); n > 0 {
+		s.ix.lastEntry = int64(offs[n-1].pos)
+	}
+	if n := len(times); n > 0 {
+		s.ix.maxTs, s.ix.maxTsOffset = times[n-1].ts, s.base+int64(times[n-1].rel)
+	}
+	s.idxWritten, s.tidxWritten = len(offs), len(times)
+	s.next, s.sealed = next, true
+	return true, nil
+}
+
+// findPosition returns the position of the first batch whose last offset
+// is >= offset, and that batch's header; found is false when every batch
+// ends before offset (then pos is the segment size).
+func (s *segment) findPosition(offset int64) (pos int64, h batch.Header, found bool, err error) {
+	start := s.ix.lookup(offset)
+	stop := errors.New("stop")
+	end, err := scanFile(s.log, start, s.ix.size, false, func(bh batch.Header, p int64, _ []byte) error {
+		if bh.LastOffset() >= offset {
+			pos, h, found = p, bh, true
+			return stop
+		}
+		return nil
+	})
+	if errors.Is(err, stop) {
+		return pos, h, true, nil
+	}
+	if err != nil {
+		return 0, h, false, err
+	}
+	return end, h, false, nil
+}
+
+// truncateAt cuts the .log at pos (a batch boundary), rebuilds the
+// in-memory index from the remaining headers and rewrites the index
+// files. The segment becomes active again.
+func (s *segment) truncateAt(pos int64) error {
+	if err := s.log.Truncate(pos); err != nil {
+		return fmt.Errorf("truncating %s to %d: %w", s.path(logSuffix), pos, err)
+	}
+	if _, err := s.rebuild(false, nil); err != nil {
+		return fmt.Errorf("re-indexing %s: %w", s.path(logSuffix), err)
+	}
+	s.unseal()
+	return s.rewriteIndexes()
+}

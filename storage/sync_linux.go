@@ -1,0 +1,20 @@
+package storage
+
+import (
+	"os"
+	"syscall"
+)
+
+// fdatasync flushes a file's data and the metadata needed to read it back
+// (its size), skipping timestamps: etcd's client/pkg/fileutil sync_linux.go.
+func fdatasync(f *os.File) error {
+	for {
+		err := syscall.Fdatasync(int(f.Fd()))
+		if err != syscall.EINTR {
+			if err != nil {
+				return &os.PathError{Op: "fdatasync", Path: f.Name(), Err: err}
+			}
+			return nil
+		}
+	}
+}
