@@ -775,4 +775,3 @@ func (l *Log) closeFiles() error {
 
 // isNotExist is os.ErrNotExist through wrapping.
 func isNotExist(err error) bool { return errors.Is(err, os.ErrNotExist) }
-

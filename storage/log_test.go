@@ -129,12 +129,12 @@ func TestAppendValidation(t *testing.T) {
 	bad := build(5, 2, 1)
 	bad[len(bad)-1] ^= 1
 	cases := map[string][]byte{
-		"below LEO":       build(4, 2, 1),
-		"epoch decreases": build(5, 1, 1),
-		"no epoch":        build(5, -1, 1),
-		"crc":             bad,
-		"partial tail":    append(build(5, 2, 1), build(6, 2, 1)[:30]...),
-		"overlap in run":  append(build(5, 2, 2), build(6, 2, 1)...),
+		"below LEO":         build(4, 2, 1),
+		"epoch decreases":   build(5, 1, 1),
+		"no epoch":          build(5, -1, 1),
+		"crc":               bad,
+		"partial tail":      append(build(5, 2, 1), build(6, 2, 1)[:30]...),
+		"overlap in run":    append(build(5, 2, 2), build(6, 2, 1)...),
 		"epoch down in run": append(build(5, 3, 1), build(6, 2, 1)...),
 		"magic 1": func() []byte {
 			b := build(5, 2, 1)

@@ -59,9 +59,11 @@ type segment struct {
 	idxWritten, tidxWritten int
 }
 
-func (s *segment) path(suffix string) string { return filepath.Join(s.dir, segmentName(s.base, suffix)) }
-func (s *segment) size() int64                { return s.ix.size }
-func (s *segment) empty() bool                { return s.ix.size == 0 }
+func (s *segment) path(suffix string) string {
+	return filepath.Join(s.dir, segmentName(s.base, suffix))
+}
+func (s *segment) size() int64 { return s.ix.size }
+func (s *segment) empty() bool { return s.ix.size == 0 }
 
 // openSegmentFiles opens (creating if needed) the three files of a segment.
 func openSegmentFiles(fsys fileSystem, dir string, base int64, interval int, now time.Time) (*segment, error) {
