@@ -237,7 +237,7 @@ func (p *Partition) onEpochReply(now time.Time, m EpochReply) error {
 		p.fail(now, r, err)
 		return nil
 	}
-	p.attempts = 0
+	p.attempts, p.lastErr = 0, nil
 	p.rc.rounds++
 	p.decide(m.Leader)
 	return nil
@@ -324,13 +324,12 @@ func (p *Partition) onFetchReply(now time.Time, m FetchReply) error {
 			// error reply's high watermark and log start are -1.
 			p.oorPos = f.Offset
 			p.state = StateOutOfRange
-			p.lastErr = err
 			return nil
 		}
 		p.fail(now, r, err)
 		return nil
 	}
-	p.attempts = 0
+	p.attempts, p.lastErr = 0, nil
 	if m.Diverging.Epoch >= 0 {
 		// §3.3: the leader's history for our LastFetchedEpoch differs.
 		// Records, high watermark and log start of this reply are not
@@ -378,7 +377,7 @@ func (p *Partition) onOffsetsReply(now time.Time, m OffsetsReply) error {
 	case m.LogStartOffset > pos:
 		// Low: the leader deleted [pos, start) before we copied it
 		// (retention or DeleteRecords while we were away).
-		p.attempts = 0
+		p.attempts, p.lastErr = 0, nil
 		p.onGap(pos, m.LogStartOffset)
 		p.state = StateFetching
 	case m.LogEndOffset < pos:
@@ -387,7 +386,7 @@ func (p *Partition) onOffsetsReply(now time.Time, m OffsetsReply) error {
 		// leave mismatched logs" (§3.4). We reconcile by epochs instead,
 		// which finds the exact divergence, and fall back to the leader's
 		// end only when the epochs give no information.
-		p.attempts = 0
+		p.attempts, p.lastErr = 0, nil
 		p.gapPos = -1
 		p.startReconcile(CauseEpochReply, m.LogEndOffset)
 	default:
