@@ -342,12 +342,23 @@ func (s *segment) loadIndexes(logSize int64) (ok bool, err error) {
 	if n := len(offs); n > 0 {
 		start = int64(offs[n-1].pos)
 	}
+	// The walk also proves the index complete: no batch after the last
+	// entry may be one the indexer would have indexed, and the sealed time
+	// index must end at or above every later batch's max timestamp.
 	next := s.base
+	lastTs := int64(batch.NoTimestamp)
+	if n := len(times); n > 0 {
+		lastTs = times[n-1].ts
+	}
+	complete := true
 	size, err := scanFile(s.log, start, logSize, false, func(h batch.Header, pos int64, _ []byte) error {
+		if pos-start > s.ix.interval || h.MaxTimestamp > lastTs {
+			complete = false
+		}
 		next = h.NextOffset()
 		return nil
 	})
-	if err != nil || size != logSize {
+	if err != nil || size != logSize || !complete {
 		return false, nil
 	}
 	if n := len(offs); n > 0 && s.base+int64(offs[n-1].rel) >= next {
