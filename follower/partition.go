@@ -1,10 +1,13 @@
 package follower
 
 import (
+	"errors"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 )
+
+var errBadOffsets = errors.New("ListOffsets answer without a usable log start and end")
 
 // Config configures one Partition.
 type Config struct {
@@ -369,6 +372,12 @@ func (p *Partition) onOffsetsReply(now time.Time, m OffsetsReply) error {
 			r = Retry
 		}
 		p.fail(now, r, err)
+		return nil
+	}
+	if m.LogStartOffset < 0 || m.LogEndOffset < m.LogStartOffset {
+		// Validate at the gateway: an answer we cannot place is retried
+		// rather than acted on.
+		p.fail(now, Retry, errBadOffsets)
 		return nil
 	}
 	pos := p.oorPos
