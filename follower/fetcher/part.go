@@ -1,6 +1,7 @@
 package fetcher
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -125,7 +126,7 @@ func (p *part) report(cfg *Config, e follower.Event, lost []storage.Lost) {
 		if e.From < e.To {
 			lvl = slog.LevelError // committed data the cluster lost
 		}
-		cfg.Logger.Log(nil, lvl, "truncated: committed data lost by the cluster",
+		cfg.Logger.Log(context.Background(), lvl, "truncated: committed data lost by the cluster",
 			"partition", p.tp.String(), "from", e.From, "to", e.To, "records", e.Records, "bytes", e.Bytes,
 			"old_leader_epoch", e.OldLeaderEpoch, "new_leader_epoch", e.NewLeaderEpoch,
 			"roundtrips", e.Roundtrips, "cause", e.Cause.String(), "highest_high_watermark", e.HighestHighWatermark,
