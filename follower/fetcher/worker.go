@@ -1,0 +1,340 @@
+package fetcher
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/kfollower/kfollower/follower"
+	"github.com/kfollower/kfollower/wire"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// worker is the one goroutine that talks to one leader broker. It owns the
+// partitions that broker leads (their state machines and their logs), and
+// batches their requests: one OffsetsForLeaderEpoch, ListOffsets or Fetch
+// request at a time for all of them, as Kafka's replica fetcher thread does.
+type worker struct {
+	id     int32
+	broker *kgo.Broker
+	m      *Manager
+	in     chan any // adopt, leaderChange, release; from the Manager only
+
+	parts map[wire.TopicPartition]*part // owned by run
+
+	flight  *flight      // the request in the air, nil if none
+	flights chan *flight // its completion; buffered so the sender never blocks
+	done    chan struct{}
+}
+
+// Messages from the Manager.
+type (
+	adopt struct {
+		p  *part
+		lc follower.LeaderChange
+	}
+	leaderChange struct {
+		tp wire.TopicPartition
+		lc follower.LeaderChange
+	}
+	release struct {
+		tp    wire.TopicPartition
+		reply chan *part // receives the partition, or nil if not owned
+	}
+)
+
+// flight is one batched request and, once back, its response.
+type flight struct {
+	kind    string
+	epochQs map[wire.TopicPartition]*follower.OffsetsForLeaderEpoch
+	fetches map[wire.TopicPartition]*follower.Fetch
+	lists   map[wire.TopicPartition]*follower.ListOffsets
+	ids     map[string]wire.TopicID
+	sent    time.Time
+	resp    kmsg.Response
+	resp2   kmsg.Response // ListOffsets: the LATEST half
+	err     error
+}
+
+// idFor returns the id of tp's request in f, if f carries one.
+func (f *flight) idFor(tp wire.TopicPartition) (uint64, bool) {
+	if f == nil {
+		return 0, false
+	}
+	if q, ok := f.epochQs[tp]; ok {
+		return q.ID, true
+	}
+	if q, ok := f.lists[tp]; ok {
+		return q.ID, true
+	}
+	if q, ok := f.fetches[tp]; ok {
+		return q.ID, true
+	}
+	return 0, false
+}
+
+func newWorker(m *Manager, id int32) *worker {
+	return &worker{
+		id: id, m: m, broker: m.cfg.Client.Broker(int(id)),
+		in:      make(chan any),
+		parts:   map[wire.TopicPartition]*part{},
+		flights: make(chan *flight, 1),
+		done:    make(chan struct{}),
+	}
+}
+
+// run is the worker's loop; it ends with ctx, after its request in the air
+// (which uses ctx) has come back. The Manager closes the logs afterwards.
+func (w *worker) run(ctx context.Context) {
+	defer close(w.done)
+	var wake *time.Timer
+	for {
+		now := w.m.cfg.Now()
+		w.processAll(now)
+		if w.flight == nil {
+			w.send(ctx)
+		}
+		var wakeC <-chan time.Time
+		if at, ok := w.nextWake(); ok {
+			d := max(at.Sub(now), 0)
+			if wake == nil {
+				wake = time.NewTimer(d)
+			} else {
+				wake.Reset(d)
+			}
+			wakeC = wake.C
+		}
+		select {
+		case <-ctx.Done():
+			if w.flight != nil {
+				<-w.flights
+			}
+			return
+		case msg := <-w.in:
+			w.handle(msg, now)
+		case f := <-w.flights:
+			w.flight = nil
+			w.receive(f)
+		case <-wakeC:
+			for _, p := range w.parts {
+				_ = p.sm.Step(w.m.cfg.Now(), follower.Tick{})
+			}
+		}
+		if wake != nil && !wake.Stop() {
+			select {
+			case <-wake.C:
+			default:
+			}
+		}
+	}
+}
+
+func (w *worker) handle(msg any, now time.Time) {
+	switch msg := msg.(type) {
+	case adopt:
+		w.parts[msg.p.tp] = msg.p
+		_ = msg.p.sm.Step(now, msg.lc)
+	case leaderChange:
+		if p, ok := w.parts[msg.tp]; ok {
+			_ = p.sm.Step(now, msg.lc)
+		}
+	case release:
+		p := w.parts[msg.tp]
+		delete(w.parts, msg.tp)
+		if p != nil {
+			// A request of its still in the air is given up, so its state
+			// machine does not wait for a reply this worker will drop.
+			if id, ok := w.flight.idFor(msg.tp); ok {
+				_ = p.sm.Step(now, follower.RequestFailed{ID: id, Err: fmt.Errorf("%s moved away from broker %d", msg.tp, w.id)})
+			}
+			p.pending = nil
+			w.m.publish(p)
+		}
+		msg.reply <- p
+	}
+}
+
+// processAll carries out every partition's Ready and publishes status.
+func (w *worker) processAll(now time.Time) {
+	var refresh bool
+	for _, p := range w.parts {
+		b, r, rf := p.process(&w.m.cfg, now)
+		refresh = refresh || rf
+		if b > 0 {
+			w.m.cfg.OnFetch(FetchStats{Broker: w.id, Kind: "append", Bytes: b, Records: r})
+		}
+		w.m.publish(p)
+	}
+	if refresh {
+		w.m.requestRefresh()
+	}
+}
+
+func (w *worker) nextWake() (time.Time, bool) {
+	var at time.Time
+	for _, p := range w.parts {
+		if p.sm.State() != follower.StateBackoff {
+			continue
+		}
+		if t := p.sm.NextWake(); !t.IsZero() && (at.IsZero() || t.Before(at)) {
+			at = t
+		}
+	}
+	return at, !at.IsZero()
+}
+
+// send starts the next batched request: epoch queries first (reconciliation
+// comes before any fetch from a new leader, KIP-101), then ListOffsets, then
+// fetches. Requests addressed to another broker wait for the hand-off that
+// metadata will bring.
+func (w *worker) send(ctx context.Context) {
+	f := &flight{}
+	for tp, p := range w.parts {
+		switch r := p.pending.(type) {
+		case *follower.OffsetsForLeaderEpoch:
+			if r.Leader == w.id {
+				if f.epochQs == nil {
+					f.epochQs = map[wire.TopicPartition]*follower.OffsetsForLeaderEpoch{}
+				}
+				f.epochQs[tp] = r
+			}
+		case *follower.ListOffsets:
+			if r.Leader == w.id {
+				if f.lists == nil {
+					f.lists = map[wire.TopicPartition]*follower.ListOffsets{}
+				}
+				f.lists[tp] = r
+			}
+		case *follower.Fetch:
+			if r.Leader == w.id {
+				if f.fetches == nil {
+					f.fetches = map[wire.TopicPartition]*follower.Fetch{}
+				}
+				f.fetches[tp] = r
+			}
+		}
+	}
+	var reqs []kmsg.Request
+	switch {
+	case len(f.epochQs) > 0:
+		f.kind, f.lists, f.fetches = "offsets_for_leader_epoch", nil, nil
+		reqs = []kmsg.Request{wire.OffsetsForLeaderEpochRequest(f.epochQs)}
+		w.clear(f.epochQs)
+	case len(f.lists) > 0:
+		f.kind, f.fetches = "list_offsets", nil
+		reqs = []kmsg.Request{wire.ListOffsetsRequest(f.lists, false), wire.ListOffsetsRequest(f.lists, true)}
+		w.clear(f.lists)
+	case len(f.fetches) > 0:
+		f.kind = "fetch"
+		f.ids = w.m.topicIDs()
+		reqs = []kmsg.Request{wire.FetchRequest(f.fetches, f.ids, w.m.cfg.Limits)}
+		w.clear(f.fetches)
+	default:
+		return
+	}
+	f.sent = w.m.cfg.Now()
+	w.flight = f
+	// The request goroutine is owned by this worker: run waits for it
+	// before returning, and it ends with ctx.
+	go func() {
+		f.resp, f.err = w.broker.Request(ctx, reqs[0])
+		if f.err == nil && len(reqs) > 1 {
+			f.resp2, f.err = w.broker.Request(ctx, reqs[1])
+		}
+		w.flights <- f
+	}()
+}
+
+func clearPending[T any](w *worker, m map[wire.TopicPartition]T) {
+	for tp := range m {
+		w.parts[tp].pending = nil
+	}
+}
+
+func (w *worker) clear(m any) {
+	switch m := m.(type) {
+	case map[wire.TopicPartition]*follower.OffsetsForLeaderEpoch:
+		clearPending(w, m)
+	case map[wire.TopicPartition]*follower.ListOffsets:
+		clearPending(w, m)
+	case map[wire.TopicPartition]*follower.Fetch:
+		clearPending(w, m)
+	}
+}
+
+// receive feeds a response back into the partitions that are still here.
+func (w *worker) receive(f *flight) {
+	now := w.m.cfg.Now()
+	cfg := &w.m.cfg
+	n := len(f.epochQs) + len(f.lists) + len(f.fetches)
+	cfg.OnFetch(FetchStats{Broker: w.id, Kind: f.kind, Partitions: n, Latency: now.Sub(f.sent), Err: f.err})
+	step := func(tp wire.TopicPartition, msg follower.Msg) {
+		p, ok := w.parts[tp]
+		if !ok {
+			return // handed off while the request was in the air
+		}
+		_ = p.sm.Step(now, msg) // ErrStale: discarded by the state machine
+	}
+	fail := func(tp wire.TopicPartition, id uint64, err error) {
+		step(tp, follower.RequestFailed{ID: id, Err: err})
+	}
+	if f.err != nil {
+		cfg.Logger.Debug("request failed", "broker", w.id, "kind", f.kind, "err", f.err)
+		for tp, q := range f.epochQs {
+			fail(tp, q.ID, f.err)
+		}
+		for tp, q := range f.lists {
+			fail(tp, q.ID, f.err)
+		}
+		for tp, q := range f.fetches {
+			fail(tp, q.ID, f.err)
+		}
+		return
+	}
+	missing := func(tp wire.TopicPartition, id uint64) {
+		fail(tp, id, fmt.Errorf("broker %d left %s out of its %s response", w.id, tp, f.kind))
+	}
+	switch f.kind {
+	case "offsets_for_leader_epoch":
+		replies, miss := wire.OffsetsForLeaderEpochReplies(f.resp.(*kmsg.OffsetForLeaderEpochResponse), f.epochQs)
+		for tp, r := range replies {
+			step(tp, r)
+		}
+		for _, tp := range miss {
+			missing(tp, f.epochQs[tp].ID)
+		}
+	case "list_offsets":
+		earliest := wire.ListOffsetsReplies(f.resp.(*kmsg.ListOffsetsResponse))
+		latest := wire.ListOffsetsReplies(f.resp2.(*kmsg.ListOffsetsResponse))
+		for tp, q := range f.lists {
+			e, ok1 := earliest[tp]
+			l, ok2 := latest[tp]
+			if !ok1 || !ok2 {
+				missing(tp, q.ID)
+				continue
+			}
+			code := e.ErrorCode
+			if code == 0 {
+				code = l.ErrorCode
+			}
+			step(tp, follower.OffsetsReply{ID: q.ID, ErrorCode: code, LogStartOffset: e.Offset, LogEndOffset: l.Offset})
+		}
+	case "fetch":
+		results, miss := wire.FetchReplies(f.resp.(*kmsg.FetchResponse), f.fetches, f.ids)
+		for tp, r := range results {
+			if r.Leader != nil {
+				// KIP-951: the broker names the leader it knows of; a
+				// higher epoch than ours starts reconciliation with it.
+				step(tp, *r.Leader)
+				if r.Leader.Leader != w.id {
+					w.m.requestRefresh()
+				}
+			}
+			step(tp, r.Reply)
+		}
+		for _, tp := range miss {
+			missing(tp, f.fetches[tp].ID)
+		}
+	}
+}
