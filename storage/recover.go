@@ -277,6 +277,12 @@ func (l *Log) recoverEpochs(tail []batch.Header) error {
 		if perr == nil {
 			cache, perr = NewEpochs(entries...)
 		}
+		// Kafka replays even a non-monotonic file through assign, which
+		// drops entries and lets recovery invent later starts. kfollower
+		// never writes one, so it is damage: rebuild from the batches.
+		if perr == nil && cache.Len() != len(entries) {
+			perr = fmt.Errorf("entries %v are not strictly increasing", entries)
+		}
 		if perr != nil {
 			rebuild = perr.Error()
 		}
