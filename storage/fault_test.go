@@ -13,11 +13,11 @@ import (
 // its bytes, as a full disk or an I/O error mid-request can.
 type faultFS struct {
 	osFS
-	mu        sync.Mutex
-	syncMatch string // fail the next Sync of a matching file
+	mu         sync.Mutex
+	syncMatch  string // fail the next Sync of a matching file
 	writeMatch string
-	dirSync   bool // fail the next SyncDir
-	fired     int
+	dirSync    bool // fail the next SyncDir
+	fired      int
 }
 
 var errInjected = errors.New("injected I/O error")
