@@ -26,7 +26,7 @@ import (
 //	init [topic=T] [partition=N] [start=N] leo=N [discard-on-gap] [seed=N]
 //	  EPOCH START        (input lines: the leader-epoch cache)
 //	leader id=N epoch=N
-//	reply-epoch [id=N] epoch=E end=O [error=NAME]
+//	reply-epoch [id=N] epoch=E end=O [error=NAME] [storage-error]
 //	reply-fetch [id=N] [error=NAME] [hw=N] [log-start=N] [diverging=E@O] [records=ExN,...] [corrupt]
 //	reply-offsets [id=N] [start=N] [end=N] [error=NAME]
 //	fail [id=N] [error=NAME|text]
@@ -184,7 +184,8 @@ func (e *storyEnv) handle(t *testing.T, d *datadriven.TestData) string {
 
 // drive plays the driver until the partition has nothing ready.
 func (e *storyEnv) drive(t *testing.T, d *datadriven.TestData, out *strings.Builder) {
-	corrupt := d.HasArg("corrupt")
+	corrupt := d.HasArg("corrupt")          // the next Append fails validation
+	storageErr := d.HasArg("storage-error") // the next action fails for good
 	quiet := true
 	for i := 0; e.p.HasReady(); i++ {
 		if i > 20 {
@@ -195,6 +196,10 @@ func (e *storyEnv) drive(t *testing.T, d *datadriven.TestData, out *strings.Buil
 		fmt.Fprintf(out, "%v\n", rd)
 		var failed error
 		for _, a := range rd.Actions {
+			if storageErr {
+				failed = errors.New("fsync: input/output error")
+				break
+			}
 			switch a := a.(type) {
 			case *MoveToLostFound:
 				e.log.lostFound = append(e.log.lostFound, [2]int64{a.From, a.To})
@@ -222,7 +227,7 @@ func (e *storyEnv) drive(t *testing.T, d *datadriven.TestData, out *strings.Buil
 		}
 		if failed != nil {
 			fmt.Fprintf(out, "driver: action failed: %v\n", failed)
-			if err := e.p.Step(e.now, ActionFailed{Corrupt: true, Err: failed}); err != nil {
+			if err := e.p.Step(e.now, ActionFailed{Corrupt: !storageErr, Err: failed}); err != nil {
 				fmt.Fprintf(out, "step: %v\n", err)
 			}
 			continue

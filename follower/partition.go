@@ -283,7 +283,10 @@ func (p *Partition) finishReconcile(target int64, cause Cause, agreed int32) {
 		// [target, leo) is committed data the current leader does not
 		// have: keep it in lost+found, then cut (DESIGN.md promise 2).
 		from := max(target, start)
-		local, _ := p.log.LatestEpoch()
+		local, ok := p.log.LatestEpoch()
+		if !ok {
+			local = UndefinedEpoch
+		}
 		if from < leo {
 			p.out.Actions = append(p.out.Actions, &MoveToLostFound{From: from, To: leo})
 		}
