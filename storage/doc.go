@@ -1,8 +1,106 @@
-// Package storage keeps a followed partition on disk exactly as Kafka lays out
-// its own: <topic>-<partition>/ directories with 20-digit base-offset .log
-// segments holding the fetched record batches unchanged, .index and .timeindex
-// files, leader-epoch-checkpoint and partition.metadata.
+// Package storage keeps a followed partition on disk exactly as Kafka lays
+// out its own: <topic>-<partition>/ directories with 20-digit base-offset
+// .log segments holding the fetched record batches unchanged, .index and
+// .timeindex files, leader-epoch-checkpoint and partition.metadata.
 //
 // May import: the standard library and wire/batch (the record-batch format).
-// It never imports follower; it satisfies follower's read-only log view.
+// It never imports follower; *Log satisfies follower's read-only LocalLog
+// view (LogStartOffset, LogEndOffset, LatestEpoch, EndOffsetForEpoch).
+//
+// # On-disk format
+//
+// Under <data-dir>/<topic>-<partition>/ (kafka-internals.md §5):
+//
+//	00000000000000000000.log        record batches v2, byte for byte as fetched
+//	00000000000000000000.index      8-byte entries: int32 offset-base, int32 position
+//	00000000000000000000.timeindex  12-byte entries: int64 timestamp, int32 offset-base
+//	00000000000000004711.log ...    next segment; its name is its base offset
+//	leader-epoch-checkpoint         "0\n<n>\n<epoch> <startOffset>\n" × n
+//	partition.metadata              "version: 0\ntopic_id: <22-char base64url>" (no newline)
+//	kfollower-log-start-offset      "0\n1\n<offset>\n", only once DeleteBefore moved the start
+//	kfollower-truncation-intent     "0\n<to|full> <offset>\n", only while a truncation runs
+//
+// All integers in .log/.index/.timeindex are big-endian. A segment's base
+// offset is at or below its first batch's base offset (max(first incoming
+// offset, LEO) on roll, as Kafka gives a follower). Index entries follow
+// LogSegment.recover's rule on every path: per batch, an entry (the batch's
+// last offset, its position) when the batch starts more than
+// index.interval.bytes (default 4096) after the previous entry, with a time
+// entry (max timestamp so far, its offset) when that timestamp grew; when a
+// segment is sealed (roll or Close) the time index gets the segment's max
+// timestamp. Index files are never preallocated, so a sealed segment's
+// files are what Kafka leaves after trimToValidSize, and each offset entry
+// names the last offset of the batch at its position, which
+// DumpLogSegments --verify-index-only checks. The kfollower-* files are
+// ignored by Kafka's loader. Kafka keeps the log start offset in the log
+// dir's log-start-offset-checkpoint; ours is per partition.
+//
+// Removed batches can be kept with SaveLost under
+// <data-dir>/lost+found/<topic>-<partition>/<first>-<end>[.n]/: one Kafka
+// segment (.log, .index, .timeindex) plus lost.json (topic, partition,
+// offsets, per-epoch ranges, batch, record and byte counts).
+//
+// # Order of durable steps
+//
+// Small files (checkpoint, partition.metadata, log start, intent, lost.json)
+// are replaced atomically: write <name>.tmp, fsync it, close, rename over
+// <name>, fsync the directory (Kafka's CheckpointFile, nats
+// writeAtomicallyWithTemp).
+//
+// Append: validate the whole run (nothing is written on a violation);
+// roll if due (seal the old segment: final time-index entry, fsync .log,
+// .index, .timeindex; create the new files; fsync the directory); write the
+// batches, then their index entries; fsync the active segment if the flush
+// policy says so; if an epoch starts, rewrite leader-epoch-checkpoint. A
+// crash between the batch write and the checkpoint is repaired by recovery
+// (epochs newer than the checkpoint's latest are read back from the active
+// segment, as LogSegment.recover does).
+//
+// TruncateTo(x) and TruncateFullyAndStartAt(x): 1. write the intent file;
+// 2. delete the later segments (indexes before .log), cut the segment
+// holding x at the first batch with an offset >= x, rebuild its indexes,
+// fsync it and the directory (a full truncation instead deletes all
+// segments, creates an empty one at x and writes the log start); 3.
+// rewrite leader-epoch-checkpoint cut to the new end; 4. remove the intent
+// and fsync the directory. Open redoes an intent it finds before anything
+// else, so after a crash neither the truncated batches nor their epochs
+// come back. Callers that must keep the batches call SaveLost first (it
+// fsyncs the copy before returning).
+//
+// DeleteBefore(x): write the log start file, cut the epoch cache from the
+// start and rewrite the checkpoint, then delete whole segments below x; a
+// crash in between leaves segments that Open deletes.
+//
+// # Recovery
+//
+// Open validates the tail, not the whole log. Sealed segments are trusted
+// through their indexes (sanity checks as OffsetIndex/TimeIndex.sanityCheck
+// plus a header walk from the last entry that proves the index complete);
+// a sealed segment whose indexes are missing or fail is re-read with CRC
+// checks and its indexes rewritten. The active segment is re-read batch by
+// batch with CRC checks. Outcomes (TestCorruption, TestFaults):
+//
+//   - torn or zero-filled tail of the active segment: cut at the last whole,
+//     valid batch; the epoch cache is cut to the new end; a warning names
+//     the bytes dropped. Safe for a follower: they are refetched.
+//   - a bad batch with a valid batch right after it (in the active segment),
+//     or any bad batch in a sealed segment that has to be re-read: a
+//     *CorruptionError; nothing is cut, the partition stops.
+//   - a bad batch in a sealed segment is otherwise found by Read, which
+//     checks the CRC of every batch it returns: *CorruptionError.
+//   - missing, unreadable or non-monotonic leader-epoch-checkpoint: rebuilt
+//     from the batches' epochs with a warning; entries past the log end are
+//     cut (LogLoader's truncateFromEnd) and the start is cut to the log
+//     start.
+//   - a truncation intent: finished; an unreadable one: Open fails.
+//   - leftover *.tmp files and indexes without a .log: deleted.
+//   - a failed write or fsync while running: the call returns the error and
+//     the Log refuses further calls until it is reopened (after a failed
+//     fsync the page cache cannot be trusted); Open then repairs the files.
+//
+// # Concurrency
+//
+// One goroutine writes; readers (Read, the offset and epoch queries) may
+// run concurrently and see a consistent state under a read lock. Epochs is
+// an immutable value, so a snapshot of the cache can be handed out freely.
 package storage
