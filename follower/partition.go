@@ -64,7 +64,8 @@ type Partition struct {
 	gapPos  int64
 	lastGap [2]int64 // last reported gap, so a repeat is not reported twice
 
-	oorPos int64 // the fetch offset that got OFFSET_OUT_OF_RANGE
+	oorPos    int64 // the fetch offset that got OFFSET_OUT_OF_RANGE
+	oorStreak int   // OFFSET_OUT_OF_RANGE replies since the last good fetch
 
 	hw, highestHW, leaderLogStart int64
 
@@ -177,7 +178,7 @@ func (p *Partition) onLeaderChange(m LeaderChange) {
 	}
 	p.epoch, p.leader = m.LeaderEpoch, m.Leader
 	p.inflight = nil
-	p.attempts, p.wakeAt, p.lastErr = 0, time.Time{}, nil
+	p.attempts, p.wakeAt, p.lastErr, p.oorStreak = 0, time.Time{}, nil, 0
 	// A new leader may hold history the old one had deleted.
 	p.gapPos = -1
 	if m.Leader < 0 {
@@ -329,13 +330,23 @@ func (p *Partition) onFetchReply(now time.Time, m FetchReply) error {
 			// §3.4: which side we are on comes from ListOffsets; the
 			// error reply's high watermark and log start are -1.
 			p.oorPos = f.Offset
+			p.oorStreak++
+			if p.oorStreak > 1 {
+				// The last OFFSET_OUT_OF_RANGE was dealt with and the
+				// next fetch hit it again: back off before asking again,
+				// so that a leader whose answers do not add up is not
+				// hammered (kafka-internals.md §10.9).
+				p.fail(now, Retry, err)
+				p.resume = StateOutOfRange
+				return nil
+			}
 			p.state = StateOutOfRange
 			return nil
 		}
 		p.fail(now, r, err)
 		return nil
 	}
-	p.attempts, p.lastErr = 0, nil
+	p.attempts, p.lastErr, p.oorStreak = 0, nil, 0
 	if m.Diverging.Epoch >= 0 {
 		// §3.3: the leader's history for our LastFetchedEpoch differs.
 		// Records, high watermark and log start of this reply are not
