@@ -270,3 +270,137 @@ func TestCappedLogMatchesTruncated(t *testing.T) {
 		}
 	}
 }
+
+// TestReconcileOracleChaos runs the same oracle through lost connections,
+// UNKNOWN_LEADER_EPOCH and FENCED_LEADER_EPOCH answers, leader epoch bumps
+// in the middle of the loop, and stale replies delivered late. The loop must
+// still end exactly at the common prefix, never cut below it, report the
+// loss once and discard every stale reply.
+func TestReconcileOracleChaos(t *testing.T) {
+	for seed := uint64(1); seed <= 5000; seed++ {
+		r := rand.New(rand.NewPCG(seed, 0x6b666f6c6c6f77))
+		h := genHistory(r)
+		desc := fmt.Sprintf("seed %d: ours %v; leader %v; prefix %d", seed, h.ours, h.leader, h.prefix)
+		if err := runChaos(h, rand.New(rand.NewPCG(seed, 99))); err != nil {
+			t.Fatalf("%s: %v", desc, err)
+		}
+	}
+}
+
+func runChaos(h history, chaos *rand.Rand) error {
+	now := time.Unix(0, 0)
+	startLEO := h.ours.leo
+	epoch := h.leaderEpoch
+	p := NewPartition(Config{Topic: "t", JitterSeed: chaos.Uint64()}, h.ours)
+	if err := p.Step(now, LeaderChange{Leader: 1, LeaderEpoch: epoch}); err != nil {
+		return err
+	}
+	bump := func() error {
+		epoch++
+		h.leader.assign(epoch, h.leader.leo) // makeLeader seeds the new epoch (§2.5)
+		return p.Step(now, LeaderChange{Leader: 1, LeaderEpoch: epoch})
+	}
+	var stale []Msg
+	var lost [][2]int64
+	for range 2000 {
+		for p.HasReady() {
+			rd := p.Ready()
+			for _, a := range rd.Actions {
+				switch a := a.(type) {
+				case *MoveToLostFound:
+					lost = append(lost, [2]int64{a.From, a.To})
+				case *TruncateTo:
+					if a.Offset < h.prefix {
+						return fmt.Errorf("truncates to %d, below the common prefix", a.Offset)
+					}
+					h.ours.truncateTo(a.Offset)
+				default:
+					return fmt.Errorf("unexpected action %v", a)
+				}
+			}
+			p.Advance(rd)
+		}
+		if len(stale) > 0 && chaos.IntN(3) == 0 {
+			if err := p.Step(now, stale[0]); err != ErrStale {
+				return fmt.Errorf("late reply %+v: Step = %v, want ErrStale", stale[0], err)
+			}
+			stale = stale[1:]
+		}
+		req := p.inflight
+		if req == nil {
+			switch p.State() {
+			case StateFenced:
+				if err := bump(); err != nil {
+					return err
+				}
+			case StateBackoff:
+				now = p.NextWake()
+				if err := p.Step(now, Tick{}); err != nil {
+					return err
+				}
+			default:
+				return fmt.Errorf("nothing in flight in state %v", p.State())
+			}
+			continue
+		}
+		// The leader's true answer to req.
+		var reply Msg
+		converged := false
+		switch req := req.(type) {
+		case *OffsetsForLeaderEpoch:
+			e, o := h.leader.EndOffsetForEpoch(req.LeaderEpoch)
+			reply = EpochReply{ID: req.ID, Leader: EpochEndOffset{Epoch: e, EndOffset: o}}
+		case *Fetch:
+			div, oor := leaderFetch(h.leader, req.Offset, req.LastFetchedEpoch)
+			if oor {
+				return fmt.Errorf("fetch %v: the leader would answer OFFSET_OUT_OF_RANGE", req)
+			}
+			converged = div.Epoch < 0
+			reply = FetchReply{ID: req.ID, Diverging: div, HighWatermark: -1, LogStartOffset: -1}
+			if converged && (h.ours.leo != h.prefix || req.Offset != h.prefix) {
+				return fmt.Errorf("converged at %d (log end %d), want %d", req.Offset, h.ours.leo, h.prefix)
+			}
+		default:
+			return fmt.Errorf("unexpected request %v", req)
+		}
+		var err error
+		switch chaos.IntN(10) {
+		case 0:
+			err = p.Step(now, RequestFailed{ID: req.RequestID(), Err: fmt.Errorf("connection reset")})
+		case 1, 2:
+			code := kerrUnknownLeaderEpoch
+			if chaos.IntN(3) == 0 {
+				code = kerrFencedLeaderEpoch
+			}
+			switch req.(type) {
+			case *OffsetsForLeaderEpoch:
+				err = p.Step(now, EpochReply{ID: req.RequestID(), ErrorCode: code})
+			default:
+				err = p.Step(now, FetchReply{ID: req.RequestID(), ErrorCode: code, HighWatermark: -1, LogStartOffset: -1})
+			}
+		case 3:
+			// A new leader epoch while the request is out; its answer
+			// arrives later and must be ignored.
+			stale = append(stale, reply)
+			err = bump()
+		default:
+			if converged {
+				if len(lost) > 1 || (startLEO > h.prefix) != (len(lost) == 1) ||
+					(len(lost) == 1 && lost[0] != [2]int64{h.prefix, startLEO}) {
+					return fmt.Errorf("lost+found %v, want [%d,%d) once", lost, h.prefix, startLEO)
+				}
+				return nil
+			}
+			err = p.Step(now, reply)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("no convergence")
+}
+
+const (
+	kerrUnknownLeaderEpoch int16 = 75
+	kerrFencedLeaderEpoch  int16 = 74
+)
