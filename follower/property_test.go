@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // history is a generated pair of logs: ours (the follower's) and the
@@ -368,9 +370,9 @@ func runChaos(h history, chaos *rand.Rand) error {
 		case 0:
 			err = p.Step(now, RequestFailed{ID: req.RequestID(), Err: fmt.Errorf("connection reset")})
 		case 1, 2:
-			code := kerrUnknownLeaderEpoch
+			code := kerr.UnknownLeaderEpoch.Code
 			if chaos.IntN(3) == 0 {
-				code = kerrFencedLeaderEpoch
+				code = kerr.FencedLeaderEpoch.Code
 			}
 			switch req.(type) {
 			case *OffsetsForLeaderEpoch:
@@ -399,8 +401,3 @@ func runChaos(h history, chaos *rand.Rand) error {
 	}
 	return fmt.Errorf("no convergence")
 }
-
-const (
-	kerrUnknownLeaderEpoch int16 = 75
-	kerrFencedLeaderEpoch  int16 = 74
-)
