@@ -587,6 +587,10 @@ func (p *Partition) NextWake() time.Time {
 	return time.Time{}
 }
 
+// InFlight returns the request handed out by the last Advance and not yet
+// answered, or nil.
+func (p *Partition) InFlight() Request { return p.inflight }
+
 // State returns the current state.
 func (p *Partition) State() State { return p.state }
 
