@@ -226,8 +226,11 @@ type TruncationEvent struct {
 	OldLeaderEpoch, NewLeaderEpoch int32
 	// From, To: the removed offsets, [From, To).
 	From, To int64
-	// LocalEpoch is our latest epoch before the truncation; AgreedEpoch the
-	// latest epoch both logs share afterwards (-1: none).
+	// LocalEpoch is our latest epoch before the truncation. AgreedEpoch is
+	// the epoch of the leader's final answer when we have it too (KIP-279
+	// step 4), -1 when the cut came from another row of the table; it can
+	// lie below the leader's first epoch, whose start the leader then
+	// answered with (§1.5).
 	LocalEpoch, AgreedEpoch int32
 	// Roundtrips is the number of leader answers it took (OffsetsForLeaderEpoch
 	// replies, plus the Fetch that carried a DivergingEpoch).
