@@ -67,7 +67,7 @@ func crashChild() {
 		var op string
 		var run func() error
 		switch {
-		case r < 75 || leo == start:
+		case r < 80 || leo == start:
 			count, n := 1+rng.IntN(4), 1+rng.IntN(5)
 			if rng.IntN(8) == 0 {
 				ep++
@@ -78,8 +78,8 @@ func crashChild() {
 			}
 			op = fmt.Sprintf("A %d %d %d %d", leo, ep, n, count)
 			run = func() error { return l.Append(raw) }
-		case r < 97:
-			to := max(start, leo-int64(rng.IntN(40)))
+		case r < 99:
+			to := max(start, leo-int64(rng.IntN(15)))
 			op = fmt.Sprintf("T %d", to)
 			run = func() error { return l.TruncateTo(to) }
 		default:
@@ -216,7 +216,15 @@ func TestCrashLoop(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Duration(5+rng.IntN(60)) * time.Millisecond)
+		// Wait until the child runs (it creates the journal just before
+		// Open), then kill it at a random moment: early ones land in
+		// Open's recovery, later ones in the loop.
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+			if _, err := os.Stat(filepath.Join(dir, "journal")); err == nil {
+				break
+			}
+		}
+		time.Sleep(time.Duration(rng.IntN(50)) * time.Millisecond)
 		if err := cmd.Process.Signal(syscall.SIGKILL); err == nil {
 			kills++
 		}
@@ -226,6 +234,11 @@ func TestCrashLoop(t *testing.T) {
 		}
 
 		done, inflight := readJournal(t, filepath.Join(dir, "journal"))
+		// A child killed before it opened the journal must not replay the
+		// previous one.
+		if err := os.Remove(filepath.Join(dir, "journal")); err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
 		ops += len(done)
 		for _, op := range done {
 			model.apply(op, 1<<30)
