@@ -20,6 +20,7 @@ const (
 	partitionMetadataName = "partition.metadata"
 	intentName            = "kfollower-truncation-intent"
 	logStartName          = "kfollower-log-start-offset"
+	recoveryPointName     = "kfollower-recovery-point"
 	tmpSuffix             = ".tmp"
 )
 

@@ -190,10 +190,29 @@ func TestCorruption(t *testing.T) {
 			},
 		},
 		{
-			name: "flipped byte in the middle of the active segment",
+			name: "flipped byte in the flushed part of the active segment",
 			damage: func(t *testing.T, dir string) {
 				logs := segFiles(t, dir, logSuffix)
 				modify(t, logs[len(logs)-1], func(b []byte) []byte { b[70] ^= 1; return b })
+			},
+			outcome: "before the recovery point Open does not read: Open succeeds, Read of the batch is a *CorruptionError",
+			check: func(t *testing.T, r result, batches [][]byte) {
+				if r.err != nil {
+					t.Fatal(r.err)
+				}
+				_, err := r.l.Read(r.l.Segments()[len(r.l.Segments())-1], 1)
+				var ce *CorruptionError
+				if !errors.As(err, &ce) || ce.Position != 0 {
+					t.Fatalf("got %v", err)
+				}
+			},
+		},
+		{
+			name: "flipped byte in the middle of the unflushed part of the active segment",
+			damage: func(t *testing.T, dir string) {
+				logs := segFiles(t, dir, logSuffix)
+				modify(t, logs[len(logs)-1], func(b []byte) []byte { b[70] ^= 1; return b })
+				os.Remove(filepath.Join(dir, recoveryPointName))
 			},
 			outcome: "a valid batch follows the bad one, so it is not a torn write: *CorruptionError, nothing cut",
 			check: func(t *testing.T, r result, batches [][]byte) {
@@ -280,6 +299,31 @@ func TestCorruption(t *testing.T) {
 				}
 				if _, err := os.Stat(filepath.Join(r.l.Dir(), intentName)); !os.IsNotExist(err) {
 					t.Fatal("intent still there")
+				}
+			},
+		},
+		{
+			name: "garbage recovery point",
+			damage: func(t *testing.T, dir string) {
+				os.WriteFile(filepath.Join(dir, recoveryPointName), []byte("0\n1 2\n"), 0o644)
+			},
+			outcome: "ignored with a warning: the whole active segment is read",
+			check: func(t *testing.T, r result, batches [][]byte) {
+				if r.err != nil || r.l.LogEndOffset() != 90 || !strings.Contains(r.logs, "recovery point") {
+					t.Fatalf("err %v leo %d logs %s", r.err, r.l.LogEndOffset(), r.logs)
+				}
+			},
+		},
+		{
+			name: "recovery point past the end of the segment",
+			damage: func(t *testing.T, dir string) {
+				logs := segFiles(t, dir, logSuffix)
+				modify(t, logs[len(logs)-1], func(b []byte) []byte { return b[:len(b)-5] })
+			},
+			outcome: "ignored (the file is shorter than what was fsynced): the whole active segment is read and the torn batch cut",
+			check: func(t *testing.T, r result, batches [][]byte) {
+				if r.err != nil || r.l.LogEndOffset() != 87 {
+					t.Fatalf("err %v leo %d", r.err, r.l.LogEndOffset())
 				}
 			},
 		},

@@ -108,6 +108,9 @@ type Log struct {
 	dirty     bool // appended since the last fsync of the active segment
 	lastFlush time.Time
 	failed    error // sticky: an I/O error left disk and memory unsure
+	// lastRecoveryPoint is when kfollower-recovery-point was last written;
+	// flushes rewrite it at most once a second.
+	lastRecoveryPoint time.Time
 	closed    bool
 }
 
@@ -310,9 +313,8 @@ func (l *Log) Append(raw []byte) error {
 		return l.fail(fmt.Errorf("appending to %s: %w", l.tp(), err))
 	}
 	l.dirty = true
-	if err := l.maybeFlush(); err != nil {
-		return err
-	}
+	// The checkpoint goes before the flush: once a recovery point covers
+	// these batches, Open no longer reads their epochs back.
 	cache := l.epochs
 	changed := false
 	for _, h := range hs {
@@ -325,7 +327,7 @@ func (l *Log) Append(raw []byte) error {
 			return l.fail(err)
 		}
 	}
-	return nil
+	return l.maybeFlush()
 }
 
 // validate checks a whole run before anything is written. restart is the
@@ -448,6 +450,11 @@ func (l *Log) flushLocked() error {
 	}
 	l.dirty = false
 	l.lastFlush = l.opts.Now()
+	if l.lastFlush.Sub(l.lastRecoveryPoint) >= time.Second {
+		if err := l.writeRecoveryPoint(l.active().recoveryPoint()); err != nil {
+			return l.fail(fmt.Errorf("flushing %s: %w", l.tp(), err))
+		}
+	}
 	return nil
 }
 
@@ -603,7 +610,9 @@ func (l *Log) truncateSegments(offset int64) error {
 	if err := l.fsys.SyncDir(l.dir); err != nil {
 		return fmt.Errorf("syncing directory %s: %w", l.dir, err)
 	}
-	return nil
+	// Before the intent goes: the old point may lie past the cut, and new
+	// bytes written there later are not durable.
+	return l.writeRecoveryPoint(s.recoveryPoint())
 }
 
 // TruncateFullyAndStartAt deletes every segment and the epoch cache and
@@ -646,6 +655,9 @@ func (l *Log) truncateFully(offset int64) error {
 	}
 	l.segs = []*segment{s}
 	l.dirty = false
+	if err := l.writeRecoveryPoint(s.recoveryPoint()); err != nil {
+		return err
+	}
 	if err := writeFileAtomic(l.fsys, l.dir, logStartName, formatLogStart(offset)); err != nil {
 		return err
 	}
@@ -754,12 +766,18 @@ func (l *Log) Close() error {
 	l.closed = true
 	var err error
 	if l.failed == nil && len(l.segs) > 0 {
+		// The recovery point keeps the index counts from before the
+		// close-time time entry, so a reopened segment indexes on exactly
+		// as a rebuild from its .log would.
 		s := l.active()
+		rp := s.recoveryPoint()
 		s.ix.seal()
 		if werr := s.writeIndexes(); werr != nil {
 			err = werr
 		} else if serr := s.sync(); serr != nil {
 			err = fmt.Errorf("closing %s: %w", l.tp(), serr)
+		} else {
+			err = l.writeRecoveryPoint(rp)
 		}
 	}
 	return errors.Join(err, l.closeFiles())

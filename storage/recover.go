@@ -126,8 +126,14 @@ func (l *Log) recover() error {
 		}
 		l.segs = []*segment{s}
 	}
+	// A recovery point is only trusted when no truncation was in flight:
+	// a truncation may have rewritten the bytes before it.
+	var rp *recoveryPoint
+	if !haveIntent {
+		rp = l.readRecoveryPoint()
+	}
 	var tail []batch.Header
-	if err := l.recoverActive(func(h batch.Header) { tail = append(tail, h) }); err != nil {
+	if err := l.recoverActive(rp, func(h batch.Header) { tail = append(tail, h) }); err != nil {
 		return err
 	}
 
@@ -210,14 +216,44 @@ func (l *Log) loadSealed(s *segment) error {
 	return s.sync()
 }
 
-// recoverActive validates the active segment and cuts a torn tail.
-func (l *Log) recoverActive(onBatch func(batch.Header)) error {
+func (l *Log) readRecoveryPoint() *recoveryPoint {
+	data, err := l.fsys.ReadFile(filepath.Join(l.dir, recoveryPointName))
+	if err != nil {
+		return nil
+	}
+	rp, err := parseRecoveryPoint(data)
+	if err != nil {
+		l.lg.Warn("ignoring unreadable recovery point", "err", err)
+		return nil
+	}
+	return &rp
+}
+
+// writeRecoveryPoint records that the active segment is durable up to its
+// current end. Callers have just fsynced it.
+func (l *Log) writeRecoveryPoint(rp recoveryPoint) error {
+	if err := writeFileAtomic(l.fsys, l.dir, recoveryPointName, formatRecoveryPoint(rp)); err != nil {
+		return err
+	}
+	l.lastRecoveryPoint = l.opts.Now()
+	return nil
+}
+
+// recoverActive validates the active segment, from its recovery point
+// when there is a usable one (the bytes before it were fsynced), and cuts
+// a torn tail.
+func (l *Log) recoverActive(rp *recoveryPoint, onBatch func(batch.Header)) error {
 	s := l.active()
 	size, err := s.fileSize()
 	if err != nil {
 		return err
 	}
-	valid, err := s.rebuild(true, onBatch)
+	var valid int64
+	if rp != nil && s.resume(*rp, size) {
+		valid, err = s.scanOn(size, true, onBatch)
+	} else {
+		valid, err = s.rebuild(true, onBatch)
+	}
 	var be *batch.Error
 	if err != nil && !errors.As(err, &be) {
 		return err
@@ -236,7 +272,10 @@ func (l *Log) recoverActive(onBatch func(batch.Header)) error {
 	if err := s.rewriteIndexes(); err != nil {
 		return err
 	}
-	return s.sync()
+	if err := s.sync(); err != nil {
+		return err
+	}
+	return l.writeRecoveryPoint(s.recoveryPoint())
 }
 
 // validBatchFollows tells a torn write from corruption: a crash tears only

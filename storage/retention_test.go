@@ -1,7 +1,10 @@
 package storage
 
 import (
+	"bytes"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -135,4 +138,42 @@ func TestConcurrentReaders(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
+}
+
+// Reopening from a recovery point and appending on must leave the same
+// index bytes as reading the whole segment again.
+func TestResumeIndexesMatchRebuild(t *testing.T) {
+	data := t.TempDir()
+	opts := Options{Logger: quiet, IndexIntervalBytes: 200, Flush: FlushOS}
+	off := int64(0)
+	appendSome := func(l *Log, n int) {
+		for i := range n {
+			mustAppend(t, l, batch.Build(batch.Spec{BaseOffset: off, Epoch: 1, Records: 2, Timestamp: 1_700_000_000_000 + int64(i%5)*10 + off}))
+			off += 2
+		}
+	}
+	for range 4 {
+		l := openT(t, data, opts)
+		appendSome(l, 7)
+		l.Close()
+	}
+	l := openT(t, data, opts)
+	dir := l.Dir()
+	l.Close()
+	read := func() (a, b []byte) {
+		a, _ = os.ReadFile(filepath.Join(dir, segmentName(0, indexSuffix)))
+		b, _ = os.ReadFile(filepath.Join(dir, segmentName(0, timeIndexSuffix)))
+		return a, b
+	}
+	idx1, tidx1 := read()
+	if len(idx1) < 16 {
+		t.Fatalf("too few index entries: %d bytes", len(idx1))
+	}
+	os.Remove(filepath.Join(dir, recoveryPointName))
+	l = openT(t, data, opts)
+	l.Close()
+	idx2, tidx2 := read()
+	if !bytes.Equal(idx1, idx2) || !bytes.Equal(tidx1, tidx2) {
+		t.Fatalf("resumed indexes differ from rebuilt ones:\n%x\n%x\n%x\n%x", idx1, idx2, tidx1, tidx2)
+	}
 }

@@ -292,7 +292,12 @@ func (s *segment) rebuild(verify bool, onBatch func(h batch.Header)) (valid int6
 	}
 	s.ix = newIndexer(s.base, int(s.ix.interval))
 	s.next, s.firstTs = s.base, -1
-	valid, err = scanFile(s.log, 0, fi.Size(), verify, func(h batch.Header, pos int64, _ []byte) error {
+	return s.scanOn(fi.Size(), verify, onBatch)
+}
+
+// scanOn continues indexing from s.ix.size to limit.
+func (s *segment) scanOn(limit int64, verify bool, onBatch func(h batch.Header)) (valid int64, err error) {
+	return scanFile(s.log, s.ix.size, limit, verify, func(h batch.Header, pos int64, _ []byte) error {
 		if !s.canHold(h.LastOffset()) || h.BaseOffset < s.next {
 			return &batch.Error{Pos: int(pos), BaseOffset: h.BaseOffset,
 				Reason: fmt.Sprintf("offsets %d..%d do not follow %d in segment with base %d", h.BaseOffset, h.LastOffset(), s.next, s.base)}
@@ -307,7 +312,78 @@ func (s *segment) rebuild(verify bool, onBatch func(h batch.Header)) (valid int6
 		}
 		return nil
 	})
-	return valid, err
+}
+
+// recoveryPoint says how far the active segment is known durable, so Open
+// re-reads only what follows (Kafka's recovery-point-offset-checkpoint,
+// but down to the byte, with the indexer state at that byte). File
+// kfollower-recovery-point: "0\n<base> <position> <next> <offset entries>
+// <time entries> <maxTs> <maxTsOffset> <firstTs>\n".
+type recoveryPoint struct {
+	base, pos, next    int64
+	nOff, nTime        int64
+	maxTs, maxTsOffset int64
+	firstTs            int64
+}
+
+func (s *segment) recoveryPoint() recoveryPoint {
+	return recoveryPoint{s.base, s.ix.size, s.next, int64(len(s.ix.offsets)), int64(len(s.ix.times)), s.ix.maxTs, s.ix.maxTsOffset, s.firstTs}
+}
+
+func formatRecoveryPoint(rp recoveryPoint) []byte {
+	return fmt.Appendf(nil, "0\n%d %d %d %d %d %d %d %d\n", rp.base, rp.pos, rp.next, rp.nOff, rp.nTime, rp.maxTs, rp.maxTsOffset, rp.firstTs)
+}
+
+func parseRecoveryPoint(data []byte) (recoveryPoint, error) {
+	var rp recoveryPoint
+	lines := splitLines(string(data))
+	if len(lines) != 2 || lines[0] != "0" {
+		return rp, fmt.Errorf("recovery point %q: bad framing", data)
+	}
+	f := strings.Fields(lines[1])
+	dst := []*int64{&rp.base, &rp.pos, &rp.next, &rp.nOff, &rp.nTime, &rp.maxTs, &rp.maxTsOffset, &rp.firstTs}
+	if len(f) != len(dst) {
+		return rp, fmt.Errorf("recovery point %q: want %d fields", data, len(dst))
+	}
+	for i, d := range dst {
+		n, err := parseJavaInt(f[i], 64)
+		if err != nil {
+			return rp, fmt.Errorf("recovery point %q: %w", data, err)
+		}
+		*d = n
+	}
+	if rp.pos < 0 || rp.nOff < 0 || rp.nTime < 0 || rp.next < rp.base {
+		return rp, fmt.Errorf("recovery point %q: out of range", data)
+	}
+	return rp, nil
+}
+
+// resume restores the indexer state at a recovery point from the index
+// files, so only the bytes after it need reading. ok is false when the
+// point does not fit this segment's files; the caller then reads the
+// whole segment.
+func (s *segment) resume(rp recoveryPoint, fileSize int64) bool {
+	if rp.base != s.base || rp.pos > fileSize {
+		return false
+	}
+	ib, err1 := s.fsys.ReadFile(s.path(indexSuffix))
+	tb, err2 := s.fsys.ReadFile(s.path(timeIndexSuffix))
+	if err1 != nil || err2 != nil || int64(len(ib)) < rp.nOff*offsetEntrySize || int64(len(tb)) < rp.nTime*timeEntrySize {
+		return false
+	}
+	offs, err1 := decodeOffsetIndex(ib[:rp.nOff*offsetEntrySize], max(rp.pos, 1))
+	times, err2 := decodeTimeIndex(tb[:rp.nTime*timeEntrySize])
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	s.ix = newIndexer(s.base, int(s.ix.interval))
+	s.ix.offsets, s.ix.times, s.ix.size = offs, times, rp.pos
+	if n := len(offs); n > 0 {
+		s.ix.lastEntry = int64(offs[n-1].pos)
+	}
+	s.ix.maxTs, s.ix.maxTsOffset = rp.maxTs, rp.maxTsOffset
+	s.next, s.firstTs = rp.next, rp.firstTs
+	return true
 }
 
 // fileSize is the current length of the .log file.
