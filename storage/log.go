@@ -111,7 +111,7 @@ type Log struct {
 	// lastRecoveryPoint is when kfollower-recovery-point was last written;
 	// flushes rewrite it at most once a second.
 	lastRecoveryPoint time.Time
-	closed    bool
+	closed            bool
 }
 
 var legalTopic = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
