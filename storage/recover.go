@@ -249,7 +249,8 @@ func (l *Log) recoverActive(rp *recoveryPoint, onBatch func(batch.Header)) error
 		return err
 	}
 	var valid int64
-	if rp != nil && s.resume(*rp, size) {
+	resumed := rp != nil && s.resume(*rp, size)
+	if resumed {
 		valid, err = s.scanOn(size, true, onBatch)
 	} else {
 		valid, err = s.rebuild(true, onBatch)
@@ -269,7 +270,20 @@ func (l *Log) recoverActive(rp *recoveryPoint, onBatch func(batch.Header)) error
 		}
 	}
 	s.sealed = false
-	if err := s.rewriteIndexes(); err != nil {
+	if resumed {
+		// Entries up to the recovery point are in the files already:
+		// write the tail's and cut what follows (a torn tail's entries,
+		// Close's final time entry), so Open's cost follows the tail.
+		if err := s.writeIndexes(); err != nil {
+			return err
+		}
+		if err := s.idx.Truncate(int64(len(s.ix.offsets)) * offsetEntrySize); err != nil {
+			return fmt.Errorf("truncating %s: %w", s.path(indexSuffix), err)
+		}
+		if err := s.tidx.Truncate(int64(len(s.ix.times)) * timeEntrySize); err != nil {
+			return fmt.Errorf("truncating %s: %w", s.path(timeIndexSuffix), err)
+		}
+	} else if err := s.rewriteIndexes(); err != nil {
 		return err
 	}
 	if err := s.sync(); err != nil {

@@ -383,6 +383,7 @@ func (s *segment) resume(rp recoveryPoint, fileSize int64) bool {
 	}
 	s.ix.maxTs, s.ix.maxTsOffset = rp.maxTs, rp.maxTsOffset
 	s.next, s.firstTs = rp.next, rp.firstTs
+	s.idxWritten, s.tidxWritten = len(offs), len(times)
 	return true
 }
 
