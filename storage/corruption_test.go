@@ -328,6 +328,21 @@ func TestCorruption(t *testing.T) {
 			},
 		},
 		{
+			name: "interrupted truncation that had begun deleting segments",
+			damage: func(t *testing.T, dir string) {
+				os.WriteFile(filepath.Join(dir, intentName), formatIntent(intent{offset: 40}), 0o644)
+				logs, idxs := segFiles(t, dir, logSuffix), segFiles(t, dir, indexSuffix)
+				os.Remove(idxs[len(idxs)-2])
+				modify(t, logs[len(logs)-2], func(b []byte) []byte { b[80] ^= 1; return b })
+			},
+			outcome: "segments the truncation deletes are not read (no CorruptionError from them); LEO 39",
+			check: func(t *testing.T, r result, batches [][]byte) {
+				if r.err != nil || r.l.LogEndOffset() != 39 {
+					t.Fatalf("err %v", r.err)
+				}
+			},
+		},
+		{
 			name: "garbage intent",
 			damage: func(t *testing.T, dir string) {
 				os.WriteFile(filepath.Join(dir, intentName), []byte("what"), 0o644)

@@ -743,7 +743,7 @@ func (l *Log) EnforceRetention() (int, error) {
 	for ; n+1 < len(l.segs); n++ {
 		s := l.segs[n]
 		bySize := l.opts.RetentionBytes > 0 && total-s.size() >= l.opts.RetentionBytes
-		byAge := l.opts.RetentionAge > 0 && nowMs-s.ix.largestTimestamp() > l.opts.RetentionAge.Milliseconds()
+		byAge := l.opts.RetentionAge > 0 && nowMs-l.largestTimestamp(s) > l.opts.RetentionAge.Milliseconds()
 		if !bySize && !byAge {
 			break
 		}
@@ -753,6 +753,18 @@ func (l *Log) EnforceRetention() (int, error) {
 		return 0, nil
 	}
 	return n, l.deleteBefore(l.segs[n].base)
+}
+
+// largestTimestamp is LogSegment.largestTimestamp: the max batch
+// timestamp, or the file's modification time when no batch has one.
+func (l *Log) largestTimestamp(s *segment) int64 {
+	if ts := s.ix.largestTimestamp(); ts >= 0 {
+		return ts
+	}
+	if fi, err := s.log.Stat(); err == nil {
+		return fi.ModTime().UnixMilli()
+	}
+	return l.opts.Now().UnixMilli()
 }
 
 // Close seals nothing new but leaves the active segment's files as Kafka's

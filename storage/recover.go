@@ -86,6 +86,25 @@ func (l *Log) recover() error {
 		return fmt.Errorf("reading %s: %w", filepath.Join(l.dir, logStartName), err)
 	}
 
+	if haveIntent && !in.full {
+		// Segments the truncation deletes whole are not loaded (a crash
+		// may have left one without its indexes); the intent is redone
+		// below for the rest.
+		keep := 0
+		for i, b := range bases {
+			if b < in.offset {
+				keep = i
+			}
+		}
+		for _, b := range bases[keep+1:] {
+			for _, suf := range []string{indexSuffix, timeIndexSuffix, logSuffix} {
+				if err := l.fsys.Remove(filepath.Join(l.dir, segmentName(b, suf))); err != nil && !isNotExist(err) {
+					return fmt.Errorf("finishing truncation of %s: %w", l.tp(), err)
+				}
+			}
+		}
+		bases = bases[:min(keep+1, len(bases))]
+	}
 	for _, b := range bases {
 		s, err := openSegmentFiles(l.fsys, l.dir, b, l.opts.IndexIntervalBytes, l.opts.Now())
 		if err != nil {
