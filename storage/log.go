@@ -410,10 +410,15 @@ func (l *Log) maybeRoll(size int, hs []batch.Header) error {
 	} else if err := s.seal(); err != nil {
 		return l.fail(fmt.Errorf("rolling %s: %w", l.tp(), err))
 	}
+	floor := s.lastEpoch
+	if s.empty() {
+		floor = s.epochFloor
+	}
 	ns, err := createSegment(l.fsys, l.dir, base, l.opts.IndexIntervalBytes, l.opts.Now())
 	if err != nil {
 		return l.fail(fmt.Errorf("rolling %s: %w", l.tp(), err))
 	}
+	ns.epochFloor, ns.lastEpoch = floor, floor
 	l.segs = append(l.segs, ns)
 	l.dirty = false
 	return nil

@@ -112,10 +112,16 @@ func (l *Log) recover() error {
 		}
 		l.segs = append(l.segs, s)
 	}
+	floor := int32(-1)
 	for _, s := range l.segs[:max(len(l.segs)-1, 0)] {
+		s.epochFloor = floor
 		if err := l.loadSealed(s); err != nil {
 			return err
 		}
+		floor = max(floor, s.lastEpoch)
+	}
+	if len(l.segs) > 0 {
+		l.active().epochFloor = floor
 	}
 	if len(l.segs) > 0 {
 		last := l.active()

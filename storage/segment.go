@@ -55,6 +55,11 @@ type segment struct {
 	// firstTs is the max timestamp of the first batch, the time a segment's
 	// age is measured from (LogSegment.rollingBasedTimestamp); -1 if none.
 	firstTs int64
+	// lastEpoch is the leader epoch of the last batch (epochFloor when
+	// empty); epochFloor is the previous segment's last epoch. Append only
+	// ever stores non-decreasing epochs, so a batch below lastEpoch read
+	// back from disk is not ours: recovery treats it as invalid.
+	lastEpoch, epochFloor int32
 	// idxWritten and tidxWritten count entries already in the files.
 	idxWritten, tidxWritten int
 }
@@ -67,7 +72,7 @@ func (s *segment) empty() bool { return s.ix.size == 0 }
 
 // openSegmentFiles opens (creating if needed) the three files of a segment.
 func openSegmentFiles(fsys fileSystem, dir string, base int64, interval int, now time.Time) (*segment, error) {
-	s := &segment{fsys: fsys, dir: dir, base: base, ix: newIndexer(base, interval), next: base, created: now, firstTs: -1}
+	s := &segment{fsys: fsys, dir: dir, base: base, ix: newIndexer(base, interval), next: base, created: now, firstTs: -1, lastEpoch: -1, epochFloor: -1}
 	var err error
 	if s.log, err = fsys.OpenFile(s.path(logSuffix), os.O_RDWR|os.O_CREATE, 0o644); err != nil {
 		return nil, fmt.Errorf("opening segment %s: %w", s.path(logSuffix), err)
@@ -145,6 +150,7 @@ func (s *segment) append(raw []byte, hs []batch.Header) error {
 		}
 		s.ix.add(h)
 		s.next = h.NextOffset()
+		s.lastEpoch = h.PartitionLeaderEpoch
 	}
 	return s.writeIndexes()
 }
@@ -291,7 +297,7 @@ func (s *segment) rebuild(verify bool, onBatch func(h batch.Header)) (valid int6
 		return 0, fmt.Errorf("stat %s: %w", s.path(logSuffix), err)
 	}
 	s.ix = newIndexer(s.base, int(s.ix.interval))
-	s.next, s.firstTs = s.base, -1
+	s.next, s.firstTs, s.lastEpoch = s.base, -1, s.epochFloor
 	return s.scanOn(fi.Size(), verify, onBatch)
 }
 
@@ -302,11 +308,16 @@ func (s *segment) scanOn(limit int64, verify bool, onBatch func(h batch.Header))
 			return &batch.Error{Pos: int(pos), BaseOffset: h.BaseOffset,
 				Reason: fmt.Sprintf("offsets %d..%d do not follow %d in segment with base %d", h.BaseOffset, h.LastOffset(), s.next, s.base)}
 		}
+		if h.PartitionLeaderEpoch < 0 || h.PartitionLeaderEpoch < s.lastEpoch {
+			return &batch.Error{Pos: int(pos), BaseOffset: h.BaseOffset,
+				Reason: fmt.Sprintf("leader epoch %d below the previous batch's %d", h.PartitionLeaderEpoch, s.lastEpoch)}
+		}
 		if pos == 0 {
 			s.firstTs = h.MaxTimestamp
 		}
 		s.ix.add(h)
 		s.next = h.NextOffset()
+		s.lastEpoch = h.PartitionLeaderEpoch
 		if onBatch != nil {
 			onBatch(h)
 		}
@@ -318,20 +329,21 @@ func (s *segment) scanOn(limit int64, verify bool, onBatch func(h batch.Header))
 // re-reads only what follows (Kafka's recovery-point-offset-checkpoint,
 // but down to the byte, with the indexer state at that byte). File
 // kfollower-recovery-point: "0\n<base> <position> <next> <offset entries>
-// <time entries> <maxTs> <maxTsOffset> <firstTs>\n".
+// <time entries> <maxTs> <maxTsOffset> <firstTs> <lastEpoch>\n".
 type recoveryPoint struct {
 	base, pos, next    int64
 	nOff, nTime        int64
 	maxTs, maxTsOffset int64
 	firstTs            int64
+	lastEpoch          int64
 }
 
 func (s *segment) recoveryPoint() recoveryPoint {
-	return recoveryPoint{s.base, s.ix.size, s.next, int64(len(s.ix.offsets)), int64(len(s.ix.times)), s.ix.maxTs, s.ix.maxTsOffset, s.firstTs}
+	return recoveryPoint{s.base, s.ix.size, s.next, int64(len(s.ix.offsets)), int64(len(s.ix.times)), s.ix.maxTs, s.ix.maxTsOffset, s.firstTs, int64(s.lastEpoch)}
 }
 
 func formatRecoveryPoint(rp recoveryPoint) []byte {
-	return fmt.Appendf(nil, "0\n%d %d %d %d %d %d %d %d\n", rp.base, rp.pos, rp.next, rp.nOff, rp.nTime, rp.maxTs, rp.maxTsOffset, rp.firstTs)
+	return fmt.Appendf(nil, "0\n%d %d %d %d %d %d %d %d %d\n", rp.base, rp.pos, rp.next, rp.nOff, rp.nTime, rp.maxTs, rp.maxTsOffset, rp.firstTs, rp.lastEpoch)
 }
 
 func parseRecoveryPoint(data []byte) (recoveryPoint, error) {
@@ -341,7 +353,7 @@ func parseRecoveryPoint(data []byte) (recoveryPoint, error) {
 		return rp, fmt.Errorf("recovery point %q: bad framing", data)
 	}
 	f := strings.Fields(lines[1])
-	dst := []*int64{&rp.base, &rp.pos, &rp.next, &rp.nOff, &rp.nTime, &rp.maxTs, &rp.maxTsOffset, &rp.firstTs}
+	dst := []*int64{&rp.base, &rp.pos, &rp.next, &rp.nOff, &rp.nTime, &rp.maxTs, &rp.maxTsOffset, &rp.firstTs, &rp.lastEpoch}
 	if len(f) != len(dst) {
 		return rp, fmt.Errorf("recovery point %q: want %d fields", data, len(dst))
 	}
@@ -352,7 +364,7 @@ func parseRecoveryPoint(data []byte) (recoveryPoint, error) {
 		}
 		*d = n
 	}
-	if rp.pos < 0 || rp.nOff < 0 || rp.nTime < 0 || rp.next < rp.base {
+	if rp.pos < 0 || rp.nOff < 0 || rp.nTime < 0 || rp.next < rp.base || rp.lastEpoch < -1 || rp.lastEpoch > 1<<31-1 {
 		return rp, fmt.Errorf("recovery point %q: out of range", data)
 	}
 	return rp, nil
@@ -382,7 +394,7 @@ func (s *segment) resume(rp recoveryPoint, fileSize int64) bool {
 		s.ix.lastEntry = int64(offs[n-1].pos)
 	}
 	s.ix.maxTs, s.ix.maxTsOffset = rp.maxTs, rp.maxTsOffset
-	s.next, s.firstTs = rp.next, rp.firstTs
+	s.next, s.firstTs, s.lastEpoch = rp.next, rp.firstTs, int32(rp.lastEpoch)
 	s.idxWritten, s.tidxWritten = len(offs), len(times)
 	return true
 }
@@ -433,6 +445,7 @@ func (s *segment) loadIndexes(logSize int64) (ok bool, err error) {
 			complete = false
 		}
 		next = h.NextOffset()
+		s.lastEpoch = h.PartitionLeaderEpoch
 		return nil
 	})
 	if err != nil || size != logSize || !complete {
