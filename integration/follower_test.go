@@ -1,0 +1,232 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kfollower/kfollower/follower"
+	"github.com/kfollower/kfollower/follower/fetcher"
+	"github.com/kfollower/kfollower/integration/kafka"
+	"github.com/kfollower/kfollower/storage"
+	"github.com/kfollower/kfollower/wire/batch"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// shadow is a kfollower Manager running in the test process.
+type shadow struct {
+	t       *testing.T
+	dir     string
+	m       *fetcher.Manager
+	mu      sync.Mutex
+	events  []follower.Event
+	cancel  context.CancelFunc
+	done    chan error
+	stopped bool
+}
+
+// follow starts following the named topics into dir (a new temp dir if "").
+func follow(t *testing.T, c *kafka.Cluster, dir string, topics ...string) *shadow {
+	t.Helper()
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	cl := c.Client(kgo.MetadataMinAge(100 * time.Millisecond))
+	s := &shadow{t: t, dir: dir, done: make(chan error, 1)}
+	m, err := fetcher.New(fetcher.Config{
+		Client:           cl,
+		DataDir:          dir,
+		Follow:           func(topic string) bool { return slices.Contains(topics, topic) },
+		MetadataInterval: time.Second,
+		Backoff:          follower.BackoffPolicy{Base: 50 * time.Millisecond, Max: time.Second},
+		OnEvent: func(e follower.Event) {
+			s.mu.Lock()
+			s.events = append(s.events, e)
+			s.mu.Unlock()
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.m = m
+	ctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	go func() { s.done <- m.Run(ctx) }()
+	t.Cleanup(s.stop)
+	return s
+}
+
+func (s *shadow) stop() {
+	if s.stopped {
+		return
+	}
+	s.stopped = true
+	s.cancel()
+	if err := <-s.done; err != nil {
+		s.t.Errorf("fetcher: %v", err)
+	}
+}
+
+func (s *shadow) Events() []follower.Event {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.events)
+}
+
+func (s *shadow) status(topic string, p int32) (fetcher.Status, bool) {
+	for _, st := range s.m.Statuses() {
+		if st.Topic == topic && st.Partition == p {
+			return st, true
+		}
+	}
+	return fetcher.Status{}, false
+}
+
+// waitCaughtUp waits until our log end equals the leader's high watermark
+// for every partition of topic (producers must have stopped).
+func (s *shadow) waitCaughtUp(ctx context.Context, c *kafka.Cluster, topic string, partitions int32) {
+	s.t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for p := int32(0); p < partitions; p++ {
+		for {
+			ends, err := c.Admin().ListEndOffsets(ctx, topic)
+			var hw int64 = -1
+			if err == nil {
+				if o, ok := ends.Lookup(topic, p); ok && o.Err == nil {
+					hw = o.Offset
+				}
+			}
+			st, ok := s.status(topic, p)
+			if ok && hw >= 0 && st.LogEndOffset == hw && st.State == "fetching" {
+				break
+			}
+			if time.Now().After(deadline) {
+				s.t.Fatalf("%s-%d not caught up: leader high watermark %d, ours %+v", topic, p, hw, st)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}
+
+// compareWithLeader asserts that our copy of topic-p is a byte-exact prefix
+// of the leader's log as the broker holds it on disk (DESIGN.md promise 1),
+// and that our leader-epoch-checkpoint holds exactly the leader's entries
+// below our log end. It returns our log's size in bytes.
+func (s *shadow) compareWithLeader(ctx context.Context, c *kafka.Cluster, topic string, p int32) int {
+	s.t.Helper()
+	st, err := c.Partition(ctx, topic, p)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	leaderDir := filepath.Join(c.Node(st.Leader).DataDir(), fmt.Sprintf("%s-%d", topic, p))
+	ourDir := storage.PartitionDir(s.dir, topic, p)
+	ours, theirs := readSegments(s.t, ourDir), readSegments(s.t, leaderDir)
+	if len(ours) > len(theirs) || !bytes.Equal(ours, theirs[:len(ours)]) {
+		at := 0
+		for at < len(ours) && at < len(theirs) && ours[at] == theirs[at] {
+			at++
+		}
+		s.t.Fatalf("%s-%d: our %d log bytes are not a prefix of leader %d's %d bytes; first difference at byte %d",
+			topic, p, len(ours), st.Leader, len(theirs), at)
+	}
+	// Our epochs are what a Kafka follower copying these batches records
+	// (LeaderEpochFileCache.assign per batch): derived from the leader's
+	// batches below our log end. The leader's own cache names each of those
+	// epochs at or before where its first batch starts (it assigns an epoch
+	// when elected, and compaction may remove its first batches).
+	var want []string
+	sc := batch.NewScanner(theirs[:len(ours)])
+	latest := int32(-1)
+	for sc.Next() {
+		if h := sc.Header(); h.PartitionLeaderEpoch > latest {
+			latest = h.PartitionLeaderEpoch
+			want = append(want, fmt.Sprintf("%d %d", h.PartitionLeaderEpoch, h.BaseOffset))
+		}
+	}
+	got := readCheckpoint(s.t, filepath.Join(ourDir, "leader-epoch-checkpoint"))
+	if !slices.Equal(got, want) {
+		s.t.Fatalf("%s-%d: our epochs %q, want %q as derived from the leader's batches", topic, p, got, want)
+	}
+	leaderEpochs := map[int32]int64{}
+	for _, e := range readCheckpoint(s.t, filepath.Join(leaderDir, "leader-epoch-checkpoint")) {
+		var epoch int32
+		var start int64
+		fmt.Sscanf(e, "%d %d", &epoch, &start)
+		leaderEpochs[epoch] = start
+	}
+	for _, e := range want {
+		var epoch int32
+		var start int64
+		fmt.Sscanf(e, "%d %d", &epoch, &start)
+		if ls, ok := leaderEpochs[epoch]; !ok || ls > start {
+			s.t.Fatalf("%s-%d: leader %d's epoch cache %v does not name epoch %d at or before %d", topic, p, st.Leader, leaderEpochs, epoch, start)
+		}
+	}
+	return len(ours)
+}
+
+// readSegments concatenates a partition directory's .log files in offset
+// order: the batches, byte for byte.
+func readSegments(t *testing.T, dir string) []byte {
+	t.Helper()
+	names, err := filepath.Glob(filepath.Join(dir, "*.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(names) // 20-digit base offsets sort as numbers
+	var all []byte
+	for _, n := range names {
+		b, err := os.ReadFile(n)
+		if err != nil {
+			t.Fatalf("reading segment: %v", err)
+		}
+		all = append(all, b...)
+	}
+	return all
+}
+
+// readCheckpoint returns the "epoch offset" lines of a leader-epoch-checkpoint.
+func readCheckpoint(t *testing.T, path string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("reading epoch checkpoint: %v", err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) < 2 || lines[0] != "0" {
+		t.Fatalf("%s: not a version-0 checkpoint: %q", path, b)
+	}
+	return lines[2:]
+}
+
+// produceTo writes n records "<prefix>-<i>" to topic-p with acks=all.
+func produceTo(ctx context.Context, t *testing.T, c *kafka.Cluster, topic string, p int32, prefix string, n int, opts ...kgo.Opt) []*kgo.Record {
+	t.Helper()
+	cl := c.Client(append([]kgo.Opt{kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.RequiredAcks(kgo.AllISRAcks())}, opts...)...)
+	defer cl.Close()
+	var acked []*kgo.Record
+	for start := 0; start < n; start += 500 {
+		var rs []*kgo.Record
+		for i := start; i < min(n, start+500); i++ {
+			rs = append(rs, &kgo.Record{Partition: p, Key: fmt.Appendf(nil, "k%d", i%50), Value: fmt.Appendf(nil, "%s-%06d", prefix, i)})
+		}
+		pctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		res := cl.ProduceSync(pctx, rs...)
+		cancel()
+		if err := res.FirstErr(); err != nil {
+			t.Errorf("producing %s to %s-%d: %v", prefix, topic, p, err)
+			return acked
+		}
+		acked = append(acked, rs...)
+	}
+	return acked
+}
