@@ -230,3 +230,27 @@ func produceTo(ctx context.Context, t *testing.T, c *kafka.Cluster, topic string
 	}
 	return acked
 }
+
+type fetcherStatus = fetcher.Status
+
+// waitStatus waits for our status of topic-p to meet cond.
+func (s *shadow) waitStatus(t *testing.T, topic string, p int32, what string, cond func(fetcher.Status) bool) fetcher.Status {
+	t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		st, ok := s.status(topic, p)
+		if ok && cond(st) {
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s-%d: waiting for %s; last status %+v", topic, p, what, st)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// waitLogEnd waits until we hold at least end offsets of topic-p.
+func (s *shadow) waitLogEnd(t *testing.T, topic string, p int32, end int64) {
+	t.Helper()
+	s.waitStatus(t, topic, p, fmt.Sprintf("log end >= %d", end), func(st fetcher.Status) bool { return st.LogEndOffset >= end })
+}

@@ -70,15 +70,57 @@ func (s PartitionState) String() string {
 		s.Leader, s.LeaderEpoch, s.Replicas, s.ISR, s.ELR, s.LastKnownELR, s.Offline)
 }
 
-// Partition asks the cluster for the state of topic-partition.
+// Partition asks the cluster for the state of topic-partition. On a cluster
+// the harness started it asks every live broker and fails unless they all
+// agree: a broker just resumed from SIGSTOP answers from stale metadata
+// until it catches up, and a wait must not be satisfied by that.
 func (c *Cluster) Partition(ctx context.Context, topic string, partition int32) (PartitionState, error) {
+	if c.external != nil {
+		return c.partitionFrom(ctx, -1, topic, partition)
+	}
+	var first PartitionState
+	var from int32 = -1
+	for _, n := range c.Brokers() {
+		if !n.wantUp() || n.isPaused() {
+			continue
+		}
+		s, err := c.partitionFrom(ctx, n.ID, topic, partition)
+		if err != nil {
+			return PartitionState{}, err
+		}
+		if from < 0 {
+			first, from = s, n.ID
+		} else if s.String() != first.String() {
+			return PartitionState{}, fmt.Errorf("brokers disagree on %s-%d: %d says %v, %d says %v", topic, partition, from, first, n.ID, s)
+		}
+	}
+	if from < 0 {
+		return PartitionState{}, fmt.Errorf("describing %s-%d: no live broker", topic, partition)
+	}
+	return first, nil
+}
+
+// partitionFrom asks broker id (any broker if -1).
+func (c *Cluster) partitionFrom(ctx context.Context, id int32, topic string, partition int32) (PartitionState, error) {
 	req := kmsg.NewPtrDescribeTopicPartitionsRequest()
 	rt := kmsg.NewDescribeTopicPartitionsRequestTopic()
 	rt.Topic = topic
 	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(ctx, c.adminClient())
-	if err != nil {
-		return PartitionState{}, fmt.Errorf("describing %s-%d: %w", topic, partition, err)
+	var resp *kmsg.DescribeTopicPartitionsResponse
+	if id < 0 {
+		r, err := req.RequestWith(ctx, c.adminClient())
+		if err != nil {
+			return PartitionState{}, fmt.Errorf("describing %s-%d: %w", topic, partition, err)
+		}
+		resp = r
+	} else {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		r, err := c.adminClient().Broker(int(id)).Request(rctx, req)
+		cancel()
+		if err != nil {
+			return PartitionState{}, fmt.Errorf("describing %s-%d on broker %d: %w", topic, partition, id, err)
+		}
+		resp = r.(*kmsg.DescribeTopicPartitionsResponse)
 	}
 	for _, t := range resp.Topics {
 		if err := kerr.ErrorForCode(t.ErrorCode); err != nil {

@@ -20,6 +20,7 @@ func (n *Node) wantUp() bool {
 func (n *Node) setDown(down bool) {
 	n.mu.Lock()
 	n.down = down
+	n.paused = false // a killed or stopped process is no longer paused
 	n.mu.Unlock()
 }
 
@@ -48,17 +49,33 @@ func (c *Cluster) Stop(id int32) {
 // the ISR and is fenced (kafka-harness.md §4.2).
 func (c *Cluster) Pause(id int32) {
 	c.t.Helper()
-	if _, err := c.Node(id).signal(syscall.SIGSTOP); err != nil {
+	n := c.Node(id)
+	if _, err := n.signal(syscall.SIGSTOP); err != nil {
 		c.t.Fatal(err)
 	}
+	n.setPaused(true)
 }
 
 // Resume SIGCONTs a paused node.
 func (c *Cluster) Resume(id int32) {
 	c.t.Helper()
-	if _, err := c.Node(id).signal(syscall.SIGCONT); err != nil {
+	n := c.Node(id)
+	if _, err := n.signal(syscall.SIGCONT); err != nil {
 		c.t.Fatal(err)
 	}
+	n.setPaused(false)
+}
+
+func (n *Node) setPaused(p bool) {
+	n.mu.Lock()
+	n.paused = p
+	n.mu.Unlock()
+}
+
+func (n *Node) isPaused() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.paused
 }
 
 // Restart starts a killed or stopped node again on the same log dir and,

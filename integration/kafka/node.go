@@ -23,9 +23,10 @@ type Node struct {
 	lib                string
 	config             string // properties file
 
-	mu   sync.Mutex // guards proc and down
-	proc *process
-	down bool // killed or stopped by the test on purpose
+	mu     sync.Mutex // guards proc, down and paused
+	proc   *process
+	down   bool // killed or stopped by the test on purpose
+	paused bool // SIGSTOPped by the test
 }
 
 // process is one run of a node's JVM. done is closed when it has exited.
