@@ -82,3 +82,21 @@ func (f *faultFile) WriteAt(b []byte, off int64) (int, error) {
 	}
 	return f.file.WriteAt(b, off)
 }
+
+// noSyncFS skips every fsync: for fuzzing, where durability is not the
+// question and fsyncs would make each run take milliseconds.
+type noSyncFS struct{ osFS }
+
+func (noSyncFS) OpenFile(name string, flag int, perm os.FileMode) (file, error) {
+	f, err := os.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return noSyncFile{f}, nil
+}
+
+func (noSyncFS) SyncDir(string) error { return nil }
+
+type noSyncFile struct{ *os.File }
+
+func (noSyncFile) Sync() error { return nil }

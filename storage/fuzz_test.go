@@ -71,7 +71,8 @@ func FuzzRecoverTail(f *testing.F) {
 	f.Fuzz(func(t *testing.T, tail []byte) {
 		data := t.TempDir()
 		opts := Options{Logger: quiet, Flush: FlushOS, IndexIntervalBytes: 100}
-		l, err := Open(data, "t", 0, opts)
+		fsys := noSyncFS{}
+		l, err := openLog(fsys, data, "t", 0, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -86,7 +87,7 @@ func FuzzRecoverTail(f *testing.F) {
 		}
 		fl.Write(tail)
 		fl.Close()
-		l, err = Open(data, "t", 0, opts)
+		l, err = openLog(fsys, data, "t", 0, opts)
 		var ce *CorruptionError
 		if errors.As(err, &ce) {
 			return
@@ -102,7 +103,7 @@ func FuzzRecoverTail(f *testing.F) {
 		checkBatches(t, l, true)
 		// A second Open finds nothing to repair.
 		l.Close()
-		l2, err := Open(data, "t", 0, opts)
+		l2, err := openLog(fsys, data, "t", 0, opts)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -218,11 +218,18 @@ func (s *segment) unseal() { s.sealed = false }
 // header-only walk. It returns the position after the last good batch and
 // the *batch.Error that stopped it, or nil at limit or at a partial tail.
 func scanFile(f file, from, limit int64, verify bool, fn func(h batch.Header, pos int64, b []byte) error) (int64, error) {
-	const chunk = 1 << 20
+	// Start small (a Read's lookup walks a few KiB from an index entry)
+	// and grow the chunk for long scans such as recovery.
+	const maxChunk = 1 << 20
+	chunk := 16 << 10
 	pos := from
-	buf := make([]byte, 0, chunk)
+	var buf []byte
 	for pos < limit {
 		want := min(limit-pos, int64(max(cap(buf), chunk)))
+		chunk = min(2*chunk, maxChunk)
+		if want > int64(cap(buf)) {
+			buf = make([]byte, want)
+		}
 		buf = buf[:want]
 		n, err := f.ReadAt(buf, pos)
 		if err != nil && !errors.Is(err, io.EOF) {
