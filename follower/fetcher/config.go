@@ -39,6 +39,21 @@ type Config struct {
 	OnEvent func(follower.Event)
 	// OnFetch, if set, is told of every Fetch round trip (for metrics).
 	OnFetch func(FetchStats)
+	// OnLeaderChange, if set, is told when metadata names another leader or
+	// leader epoch for a partition already followed (for metrics).
+	OnLeaderChange func(tp wire.TopicPartition, old, new follower.LeaderChange)
+	// OnReconciled, if set, is told when a partition fetches again after
+	// reconciling, with the OffsetsForLeaderEpoch answers it took (KIP-279
+	// roundtrips, for metrics).
+	OnReconciled func(tp wire.TopicPartition, roundtrips int)
+	// MaintenanceInterval, if > 0, has each worker enforce local retention
+	// (Storage.RetentionBytes/RetentionAge) and, under storage.FlushInterval,
+	// flush its logs that often. Both run on the goroutine that owns the
+	// logs, because a storage.Log has one writer.
+	MaintenanceInterval time.Duration
+	// OnMaintenance, if set, is told of each partition's retention and
+	// flush work (for metrics).
+	OnMaintenance func(MaintenanceStats)
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 	// Now is the clock; default time.Now.
@@ -54,6 +69,13 @@ type FetchStats struct {
 	Err        error // transport error, nil on a reply
 	Bytes      int64 // record bytes appended from a fetch
 	Records    int64 // records appended from a fetch
+	// FetchedBytes and FetchedRecords count the record batches a Fetch
+	// reply carried (records from the batch headers, nothing decompressed).
+	FetchedBytes, FetchedRecords int64
+	// Results counts an OffsetsForLeaderEpoch reply's partitions by result:
+	// "ok", "undefined" (the leader has no end offset for the epoch) or a
+	// Kafka error name such as FENCED_LEADER_EPOCH.
+	Results map[string]int
 }
 
 func (c *Config) withDefaults() {
@@ -77,5 +99,14 @@ func (c *Config) withDefaults() {
 	}
 	if c.OnFetch == nil {
 		c.OnFetch = func(FetchStats) {}
+	}
+	if c.OnLeaderChange == nil {
+		c.OnLeaderChange = func(wire.TopicPartition, follower.LeaderChange, follower.LeaderChange) {}
+	}
+	if c.OnReconciled == nil {
+		c.OnReconciled = func(wire.TopicPartition, int) {}
+	}
+	if c.OnMaintenance == nil {
+		c.OnMaintenance = func(MaintenanceStats) {}
 	}
 }

@@ -28,6 +28,7 @@ type Manager struct {
 	owner   map[wire.TopicPartition]int32 // worker holding it; absent: parked
 	parked  map[wire.TopicPartition]*part // no leader yet, held by Run
 	failed  map[wire.TopicPartition]string
+	seen    map[wire.TopicPartition]follower.LeaderChange // last leader metadata named, for OnLeaderChange
 
 	refresh chan struct{} // asks Run for early metadata; buffered 1
 
@@ -52,6 +53,7 @@ func New(cfg Config) (*Manager, error) {
 		owner:    map[wire.TopicPartition]int32{},
 		parked:   map[wire.TopicPartition]*part{},
 		failed:   map[wire.TopicPartition]string{},
+		seen:     map[wire.TopicPartition]follower.LeaderChange{},
 		refresh:  make(chan struct{}, 1),
 		ids:      map[string]wire.TopicID{},
 		statuses: map[wire.TopicPartition]Status{},
@@ -156,6 +158,10 @@ func (m *Manager) place(wctx context.Context, tp wire.TopicPartition, id wire.To
 	if _, bad := m.failed[tp]; bad {
 		return
 	}
+	if old, ok := m.seen[tp]; ok && old != lc {
+		m.cfg.OnLeaderChange(tp, old, lc)
+	}
+	m.seen[tp] = lc
 	owner, owned := m.owner[tp]
 	var p *part
 	switch {
@@ -255,6 +261,8 @@ type Status struct {
 	Error                string                    `json:"error,omitempty"`
 	LastTruncation       *follower.TruncationEvent `json:"last_truncation,omitempty"`
 	LeaderLogStartOffset int64                     `json:"leader_log_start_offset"`
+	SizeBytes            int64                     `json:"size_bytes"` // the local log's segment bytes
+	Segments             int                       `json:"segments"`
 }
 
 // publish records p's status; called by p's owner.
@@ -266,6 +274,7 @@ func (m *Manager) publish(p *part) {
 		LogStartOffset: p.log.LogStartOffset(), LogEndOffset: p.log.LogEndOffset(),
 		HighWatermark: st.HighWatermark, Reconciled: p.reconciled,
 		LastTruncation: p.lastTruncation, LeaderLogStartOffset: st.LeaderLogStartOffset,
+		SizeBytes: p.log.Size(), Segments: len(p.log.Segments()),
 	}
 	if e, ok := p.log.LatestEpoch(); ok {
 		s.LocalEpoch = e

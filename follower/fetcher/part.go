@@ -26,6 +26,9 @@ type part struct {
 	// lastTruncation is the latest truncation event, for status.
 	lastTruncation *follower.TruncationEvent
 	reconciled     bool // reached StateFetching at least once
+	// rounds counts OffsetsForLeaderEpoch answers since the partition last
+	// fetched, for Config.OnReconciled.
+	rounds int
 }
 
 // process carries out every Ready the state machine has, in the order its
@@ -56,6 +59,10 @@ func (p *part) process(cfg *Config, now time.Time) (appendedBytes, appendedRecor
 	}
 	if p.sm.State() == follower.StateFetching {
 		p.reconciled = true
+		if p.rounds > 0 {
+			cfg.OnReconciled(p.tp, p.rounds)
+			p.rounds = 0
+		}
 	}
 	return appendedBytes, appendedRecords, refresh
 }

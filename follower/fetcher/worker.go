@@ -89,6 +89,12 @@ func newWorker(m *Manager, id int32) *worker {
 func (w *worker) run(ctx context.Context) {
 	defer close(w.done)
 	var wake *time.Timer
+	var maintC <-chan time.Time
+	if d := w.m.cfg.MaintenanceInterval; d > 0 {
+		tick := time.NewTicker(d)
+		defer tick.Stop()
+		maintC = tick.C
+	}
 	for {
 		now := w.m.cfg.Now()
 		w.processAll(now)
@@ -116,6 +122,8 @@ func (w *worker) run(ctx context.Context) {
 		case f := <-w.flights:
 			w.flight = nil
 			w.receive(f)
+		case <-maintC:
+			w.maintain()
 		case <-wakeC:
 			for _, p := range w.parts {
 				_ = p.sm.Step(w.m.cfg.Now(), follower.Tick{})
@@ -268,7 +276,8 @@ func (w *worker) receive(f *flight) {
 	now := w.m.cfg.Now()
 	cfg := &w.m.cfg
 	n := len(f.epochQs) + len(f.lists) + len(f.fetches)
-	cfg.OnFetch(FetchStats{Broker: w.id, Kind: f.kind, Partitions: n, Latency: now.Sub(f.sent), Err: f.err})
+	stats := FetchStats{Broker: w.id, Kind: f.kind, Partitions: n, Latency: now.Sub(f.sent), Err: f.err}
+	defer func() { cfg.OnFetch(stats) }()
 	step := func(tp wire.TopicPartition, msg follower.Msg) {
 		p, ok := w.parts[tp]
 		if !ok {
@@ -298,7 +307,12 @@ func (w *worker) receive(f *flight) {
 	switch f.kind {
 	case "offsets_for_leader_epoch":
 		replies, miss := wire.OffsetsForLeaderEpochReplies(f.resp.(*kmsg.OffsetForLeaderEpochResponse), f.epochQs)
+		stats.Results = map[string]int{}
 		for tp, r := range replies {
+			stats.Results[epochResult(r)]++
+			if p, ok := w.parts[tp]; ok {
+				p.rounds++
+			}
 			step(tp, r)
 		}
 		for _, tp := range miss {
@@ -322,6 +336,10 @@ func (w *worker) receive(f *flight) {
 		}
 	case "fetch":
 		results, miss := wire.FetchReplies(f.resp.(*kmsg.FetchResponse), f.fetches, f.ids)
+		for _, r := range results {
+			stats.FetchedBytes += int64(len(r.Reply.Records))
+			stats.FetchedRecords += countRecords(r.Reply.Records)
+		}
 		for tp, r := range results {
 			if r.Leader != nil {
 				// KIP-951: the broker names the leader it knows of; a

@@ -1,0 +1,71 @@
+package fetcher
+
+import (
+	"time"
+
+	"github.com/kfollower/kfollower/follower"
+	"github.com/kfollower/kfollower/storage"
+	"github.com/kfollower/kfollower/wire"
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// MaintenanceStats is one partition's periodic maintenance.
+type MaintenanceStats struct {
+	TP wire.TopicPartition
+	// RetentionSegments and RetentionBytes: what local retention deleted.
+	RetentionSegments int
+	RetentionBytes    int64
+	// Flushed is set when the log was flushed, taking FlushLatency.
+	Flushed      bool
+	FlushLatency time.Duration
+	Err          error
+}
+
+// maintain enforces local retention and flushes every owned log; it runs on
+// the worker goroutine, the logs' one writer.
+func (w *worker) maintain() {
+	cfg := &w.m.cfg
+	flush := cfg.Storage.Flush == storage.FlushInterval
+	retain := cfg.Storage.RetentionBytes > 0 || cfg.Storage.RetentionAge > 0
+	for _, p := range w.parts {
+		st := MaintenanceStats{TP: p.tp}
+		if retain {
+			before := p.log.Size()
+			n, err := p.log.EnforceRetention()
+			if err != nil {
+				cfg.Logger.Warn("local retention failed", "partition", p.tp.String(), "err", err)
+				st.Err = err
+			}
+			if n > 0 {
+				st.RetentionSegments, st.RetentionBytes = n, before-p.log.Size()
+				cfg.Logger.Info("local retention deleted segments", "partition", p.tp.String(),
+					"segments", n, "bytes", st.RetentionBytes, "log_start", p.log.LogStartOffset())
+			}
+		}
+		if flush {
+			t0 := time.Now()
+			if err := p.log.Flush(); err != nil {
+				cfg.Logger.Warn("flush failed", "partition", p.tp.String(), "err", err)
+				st.Err = err
+			} else {
+				st.Flushed, st.FlushLatency = true, time.Since(t0)
+			}
+		}
+		cfg.OnMaintenance(st)
+		w.m.publish(p)
+	}
+}
+
+// epochResult classifies one partition of an OffsetsForLeaderEpoch reply.
+func epochResult(r follower.EpochReply) string {
+	if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
+		if ke, ok := err.(*kerr.Error); ok {
+			return ke.Message
+		}
+		return "unknown_error"
+	}
+	if r.Leader.EndOffset < 0 {
+		return "undefined"
+	}
+	return "ok"
+}
