@@ -1,0 +1,338 @@
+package metrics
+
+import (
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+)
+
+// Namespace prefixes every kfollower metric.
+const Namespace = "kfollower"
+
+// Partition is one followed partition as the collector sees it at scrape
+// time. Offsets are -1 when unknown.
+type Partition struct {
+	Topic          string
+	Partition      int32
+	State          string
+	Leader         int32
+	LeaderEpoch    int32
+	LocalEpoch     int32
+	LogStartOffset int64
+	LogEndOffset   int64
+	HighWatermark  int64
+	Lag            int64
+	Reconciled     bool
+	SizeBytes      int64
+	Segments       int
+}
+
+// States are the values of the state label of kfollower_partition_state,
+// the follower's states plus "failed" (the local log could not be opened).
+// One series per state is exported for each partition (the state-set
+// pattern), so a query never depends on which states have been seen.
+var States = []string{"no-leader", "reconciling", "fetching", "out-of-range", "backoff", "fenced", "stopped", "failed"}
+
+// Options are what the scrape-time collector reads.
+type Options struct {
+	// Partitions returns a snapshot of every followed partition.
+	Partitions func() []Partition
+	// Ready mirrors /readyz.
+	Ready func() bool
+	// LostFoundBytes, if set, sizes lost+found (walked at scrape time).
+	LostFoundBytes func() (int64, error)
+	// Version, GoVersion, FranzGoVersion label kfollower_build_info.
+	Version, GoVersion, FranzGoVersion string
+	// Now is the clock for lag in seconds; default time.Now.
+	Now func() time.Time
+}
+
+// Metrics holds the counters and histograms the daemon's callbacks feed.
+// Its methods are safe for concurrent use.
+type Metrics struct {
+	requests        *prometheus.CounterVec
+	requestErrors   *prometheus.CounterVec
+	requestDuration *prometheus.HistogramVec
+	fetchedBytes    *prometheus.CounterVec
+	fetchedRecords  *prometheus.CounterVec
+	appendedBytes   *prometheus.CounterVec
+	appendedRecords *prometheus.CounterVec
+	epochResults    *prometheus.CounterVec
+	leaderChanges   *prometheus.CounterVec
+	epochRegress    *prometheus.CounterVec
+	roundtrips      prometheus.Histogram
+	truncations     *prometheus.CounterVec
+	truncRecords    *prometheus.CounterVec
+	truncBytes      *prometheus.CounterVec
+	lostRecords     *prometheus.CounterVec
+	gaps            *prometheus.CounterVec
+	gapOffsets      *prometheus.CounterVec
+	retSegments     *prometheus.CounterVec
+	retBytes        *prometheus.CounterVec
+	flushDuration   prometheus.Histogram
+	flushErrors     prometheus.Counter
+	c               *collector
+}
+
+// New registers kfollower's metrics on reg: the counters the returned
+// Metrics feeds and a collector that builds per-partition series from
+// opts.Partitions at every scrape. A nil reg registers nothing (tests).
+func New(reg prometheus.Registerer, opts Options) *Metrics {
+	f := promauto.With(reg)
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return f.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: name, Help: help}, labels)
+	}
+	m := &Metrics{
+		requests:      counter("requests_total", "Requests sent to leader brokers (api: fetch, offsets_for_leader_epoch, list_offsets).", "broker", "api"),
+		requestErrors: counter("request_errors_total", "Requests that got no response (connection or timeout errors).", "broker", "api"),
+		requestDuration: f.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "request_duration_seconds",
+			Help:    "Time from sending a request to a leader broker to its response; a fetch includes the broker's long poll.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}}, []string{"broker", "api"}),
+		fetchedBytes:    counter("fetched_bytes_total", "Record batch bytes received in Fetch responses.", "broker"),
+		fetchedRecords:  counter("fetched_records_total", "Records received in Fetch responses, counted from batch headers.", "broker"),
+		appendedBytes:   counter("appended_bytes_total", "Record batch bytes appended to local logs.", "broker"),
+		appendedRecords: counter("appended_records_total", "Records appended to local logs.", "broker"),
+		epochResults: counter("offsets_for_leader_epoch_requests_total",
+			"OffsetsForLeaderEpoch queries, one per partition, by result: ok, undefined (the leader knows no end for the epoch), transport_error, or a Kafka error name.", "result"),
+		leaderChanges: counter("leader_changes_total", "Times metadata named another leader or leader epoch for a followed partition.", "topic"),
+		epochRegress:  counter("leader_epoch_regressions_total", "Times metadata named a lower leader epoch than before for a followed partition.", "topic"),
+		roundtrips: f.NewHistogram(prometheus.HistogramOpts{Namespace: Namespace, Name: "reconciliation_roundtrips",
+			Help:    "OffsetsForLeaderEpoch answers a partition needed before fetching again (KIP-279 roundtrips per reconciliation).",
+			Buckets: []float64{1, 2, 3, 4, 6, 8, 12, 16}}),
+		truncations:  counter("truncations_total", "Truncations below data kfollower held, by what revealed the divergence.", "topic", "cause"),
+		truncRecords: counter("truncated_records_total", "Records removed from local logs by truncation (kept in lost+found).", "topic"),
+		truncBytes:   counter("truncated_bytes_total", "Record batch bytes removed from local logs by truncation (kept in lost+found).", "topic"),
+		lostRecords: counter("committed_records_lost_total",
+			"Committed records the cluster lost: kfollower held them (it only copies below the high watermark) and the current leader does not.", "topic"),
+		gaps:        counter("retention_gaps_total", "Times the leader's log start passed our log end: offsets deleted by the cluster before we copied them.", "topic"),
+		gapOffsets:  counter("retention_gap_offsets_total", "Offsets never copied because the cluster deleted them first.", "topic"),
+		retSegments: counter("local_retention_deleted_segments_total", "Segments deleted by kfollower's own local retention.", "topic"),
+		retBytes:    counter("local_retention_deleted_bytes_total", "Bytes deleted by kfollower's own local retention.", "topic"),
+		flushDuration: f.NewHistogram(prometheus.HistogramOpts{Namespace: Namespace, Name: "flush_duration_seconds",
+			Help:    "Time of each periodic flush (fsync) of a local log.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1}}),
+		flushErrors: f.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: "flush_errors_total", Help: "Failed periodic flushes and local retention runs."}),
+	}
+	m.c = newCollector(opts)
+	if reg != nil {
+		reg.MustRegister(m.c)
+	}
+	return m
+}
+
+// Observe samples the partitions between scrapes, so lag in seconds has the
+// resolution of the caller's ticker rather than of the scrape interval.
+func (m *Metrics) Observe() {
+	if m.c.opts.Partitions != nil {
+		m.c.observe(m.c.opts.Partitions())
+	}
+}
+
+func broker(id int32) string { return strconv.Itoa(int(id)) }
+
+// Request counts one request to broker; err is a transport error.
+func (m *Metrics) Request(brokerID int32, api string, d time.Duration, err error) {
+	b := broker(brokerID)
+	m.requests.WithLabelValues(b, api).Inc()
+	if err != nil {
+		m.requestErrors.WithLabelValues(b, api).Inc()
+		return
+	}
+	m.requestDuration.WithLabelValues(b, api).Observe(d.Seconds())
+}
+
+// Fetched counts what a Fetch response carried.
+func (m *Metrics) Fetched(brokerID int32, bytes, records int64) {
+	b := broker(brokerID)
+	m.fetchedBytes.WithLabelValues(b).Add(float64(bytes))
+	m.fetchedRecords.WithLabelValues(b).Add(float64(records))
+}
+
+// Appended counts what was appended to local logs.
+func (m *Metrics) Appended(brokerID int32, bytes, records int64) {
+	b := broker(brokerID)
+	m.appendedBytes.WithLabelValues(b).Add(float64(bytes))
+	m.appendedRecords.WithLabelValues(b).Add(float64(records))
+}
+
+// EpochResults counts OffsetsForLeaderEpoch queries by result.
+func (m *Metrics) EpochResults(results map[string]int) {
+	for r, n := range results {
+		m.epochResults.WithLabelValues(r).Add(float64(n))
+	}
+}
+
+// LeaderChange counts a new leader or epoch for a partition of topic.
+func (m *Metrics) LeaderChange(topic string, oldEpoch, newEpoch int32) {
+	m.leaderChanges.WithLabelValues(topic).Inc()
+	if newEpoch < oldEpoch {
+		m.epochRegress.WithLabelValues(topic).Inc()
+	}
+}
+
+// Reconciled records the roundtrips one reconciliation took.
+func (m *Metrics) Reconciled(roundtrips int) { m.roundtrips.Observe(float64(roundtrips)) }
+
+// Truncated counts a truncation event. Every truncated record was committed
+// (kfollower fetches as a consumer, only below the high watermark), so each
+// is also counted as lost by the cluster.
+func (m *Metrics) Truncated(topic, cause string, records, bytes int64) {
+	m.truncations.WithLabelValues(topic, cause).Inc()
+	m.truncRecords.WithLabelValues(topic).Add(float64(records))
+	m.truncBytes.WithLabelValues(topic).Add(float64(bytes))
+	m.lostRecords.WithLabelValues(topic).Add(float64(records))
+}
+
+// Gap counts offsets [from, to) the cluster deleted before we copied them.
+func (m *Metrics) Gap(topic string, from, to int64) {
+	m.gaps.WithLabelValues(topic).Inc()
+	if to > from {
+		m.gapOffsets.WithLabelValues(topic).Add(float64(to - from))
+	}
+}
+
+// Maintained records one partition's periodic retention and flush.
+func (m *Metrics) Maintained(topic string, segments int, bytes int64, flushed bool, flush time.Duration, err error) {
+	if segments > 0 {
+		m.retSegments.WithLabelValues(topic).Add(float64(segments))
+		m.retBytes.WithLabelValues(topic).Add(float64(bytes))
+	}
+	if flushed {
+		m.flushDuration.Observe(flush.Seconds())
+	}
+	if err != nil {
+		m.flushErrors.Inc()
+	}
+}
+
+// collector builds the scrape-time series.
+type collector struct {
+	opts Options
+
+	mu       sync.Mutex           // guards caughtUp
+	caughtUp map[string]time.Time // partition key → when its lag was last seen at 0, or first seen
+
+	buildInfo, ready, lostFound                          *prometheus.Desc
+	logStart, logEnd, hw, lag, lagSeconds                *prometheus.Desc
+	leaderEpoch, localEpoch, leaderID, state, reconciled *prometheus.Desc
+	storeBytes, storeSegments                            *prometheus.Desc
+}
+
+func newCollector(opts Options) *collector {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	tp := []string{"topic", "partition"}
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", name), help, labels, nil)
+	}
+	return &collector{
+		opts:          opts,
+		caughtUp:      map[string]time.Time{},
+		buildInfo:     d("build_info", "Always 1; labels name the build.", "version", "go_version", "franz_go_version"),
+		ready:         d("ready", "1 when /readyz is: metadata loaded and every followed partition reconciled at least once."),
+		lostFound:     d("lost_found_bytes", "Bytes kept in lost+found: batches truncated away, kept for inspection."),
+		logStart:      d("partition_log_start_offset", "First offset of the local copy.", tp...),
+		logEnd:        d("partition_log_end_offset", "Next offset the local copy will hold (log end offset).", tp...),
+		hw:            d("partition_leader_high_watermark", "The leader's high watermark from its last Fetch response.", tp...),
+		lag:           d("partition_lag_records", "Leader high watermark minus local log end: how far the copy is behind (replica lag, not consumer lag).", tp...),
+		lagSeconds:    d("partition_lag_seconds", "Seconds since the local log end was last seen at the leader's high watermark (0 when caught up).", tp...),
+		leaderEpoch:   d("partition_leader_epoch", "The current leader epoch as kfollower knows it.", tp...),
+		localEpoch:    d("partition_local_epoch", "The latest leader epoch in the local epoch cache; -1 if none.", tp...),
+		leaderID:      d("partition_leader_id", "The node id of the leader kfollower follows; -1 if none.", tp...),
+		state:         d("partition_state", "1 for the partition's current state, 0 for the others.", "topic", "partition", "state"),
+		reconciled:    d("partition_reconciled", "1 once the partition has reconciled with a leader since start.", tp...),
+		storeBytes:    d("partition_store_bytes", "Bytes of the local copy's segments.", tp...),
+		storeSegments: d("partition_store_segments", "Segments of the local copy.", tp...),
+	}
+}
+
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.buildInfo, c.ready, c.lostFound, c.logStart, c.logEnd, c.hw, c.lag, c.lagSeconds,
+		c.leaderEpoch, c.localEpoch, c.leaderID, c.state, c.reconciled, c.storeBytes, c.storeSegments} {
+		ch <- d
+	}
+}
+
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	gauge(c.buildInfo, 1, c.opts.Version, c.opts.GoVersion, c.opts.FranzGoVersion)
+	if c.opts.Ready != nil {
+		gauge(c.ready, b2f(c.opts.Ready()))
+	}
+	if c.opts.LostFoundBytes != nil {
+		if n, err := c.opts.LostFoundBytes(); err == nil {
+			gauge(c.lostFound, float64(n))
+		} else {
+			ch <- prometheus.NewInvalidMetric(c.lostFound, err)
+		}
+	}
+	if c.opts.Partitions == nil {
+		return
+	}
+	ps := c.opts.Partitions()
+	lagSeconds := c.observe(ps)
+	for i, p := range ps {
+		t, n := p.Topic, strconv.Itoa(int(p.Partition))
+		gauge(c.logStart, float64(p.LogStartOffset), t, n)
+		gauge(c.logEnd, float64(p.LogEndOffset), t, n)
+		if p.HighWatermark >= 0 {
+			gauge(c.hw, float64(p.HighWatermark), t, n)
+			gauge(c.lag, float64(p.Lag), t, n)
+			gauge(c.lagSeconds, lagSeconds[i], t, n)
+		}
+		gauge(c.leaderEpoch, float64(p.LeaderEpoch), t, n)
+		gauge(c.localEpoch, float64(p.LocalEpoch), t, n)
+		gauge(c.leaderID, float64(p.Leader), t, n)
+		gauge(c.reconciled, b2f(p.Reconciled), t, n)
+		gauge(c.storeBytes, float64(p.SizeBytes), t, n)
+		gauge(c.storeSegments, float64(p.Segments), t, n)
+		known := false
+		for _, s := range States {
+			known = known || s == p.State
+			gauge(c.state, b2f(s == p.State), t, n, s)
+		}
+		if !known {
+			gauge(c.state, 1, t, n, p.State)
+		}
+	}
+}
+
+// observe updates when each partition was last caught up and returns each
+// one's lag in seconds; partitions no longer listed are forgotten, so they
+// leave no series and no memory behind.
+func (c *collector) observe(ps []Partition) []float64 {
+	now := c.opts.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]float64, len(ps))
+	seen := make(map[string]bool, len(ps))
+	for i, p := range ps {
+		k := p.Topic + "\x00" + strconv.Itoa(int(p.Partition))
+		seen[k] = true
+		at, ok := c.caughtUp[k]
+		if !ok || (p.HighWatermark >= 0 && p.Lag == 0) {
+			at = now
+			c.caughtUp[k] = now
+		}
+		out[i] = now.Sub(at).Seconds()
+	}
+	for k := range c.caughtUp {
+		if !seen[k] {
+			delete(c.caughtUp, k)
+		}
+	}
+	return out
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
