@@ -122,19 +122,25 @@ func (s *shadow) waitCaughtUp(ctx context.Context, c *kafka.Cluster, topic strin
 // below our log end. It returns our log's size in bytes.
 func (s *shadow) compareWithLeader(ctx context.Context, c *kafka.Cluster, topic string, p int32) int {
 	s.t.Helper()
+	return compareWithLeader(ctx, s.t, c, s.dir, topic, p)
+}
+
+// compareWithLeader is shadow.compareWithLeader for any data dir.
+func compareWithLeader(ctx context.Context, t *testing.T, c *kafka.Cluster, dataDir, topic string, p int32) int {
+	t.Helper()
 	st, err := c.Partition(ctx, topic, p)
 	if err != nil {
-		s.t.Fatal(err)
+		t.Fatal(err)
 	}
 	leaderDir := filepath.Join(c.Node(st.Leader).DataDir(), fmt.Sprintf("%s-%d", topic, p))
-	ourDir := storage.PartitionDir(s.dir, topic, p)
-	ours, theirs := readSegments(s.t, ourDir), readSegments(s.t, leaderDir)
+	ourDir := storage.PartitionDir(dataDir, topic, p)
+	ours, theirs := readSegments(t, ourDir), readSegments(t, leaderDir)
 	if len(ours) > len(theirs) || !bytes.Equal(ours, theirs[:len(ours)]) {
 		at := 0
 		for at < len(ours) && at < len(theirs) && ours[at] == theirs[at] {
 			at++
 		}
-		s.t.Fatalf("%s-%d: our %d log bytes are not a prefix of leader %d's %d bytes; first difference at byte %d",
+		t.Fatalf("%s-%d: our %d log bytes are not a prefix of leader %d's %d bytes; first difference at byte %d",
 			topic, p, len(ours), st.Leader, len(theirs), at)
 	}
 	// Our epochs are what a Kafka follower copying these batches records
@@ -151,12 +157,12 @@ func (s *shadow) compareWithLeader(ctx context.Context, c *kafka.Cluster, topic 
 			want = append(want, fmt.Sprintf("%d %d", h.PartitionLeaderEpoch, h.BaseOffset))
 		}
 	}
-	got := readCheckpoint(s.t, filepath.Join(ourDir, "leader-epoch-checkpoint"))
+	got := readCheckpoint(t, filepath.Join(ourDir, "leader-epoch-checkpoint"))
 	if !slices.Equal(got, want) {
-		s.t.Fatalf("%s-%d: our epochs %q, want %q as derived from the leader's batches", topic, p, got, want)
+		t.Fatalf("%s-%d: our epochs %q, want %q as derived from the leader's batches", topic, p, got, want)
 	}
 	leaderEpochs := map[int32]int64{}
-	for _, e := range readCheckpoint(s.t, filepath.Join(leaderDir, "leader-epoch-checkpoint")) {
+	for _, e := range readCheckpoint(t, filepath.Join(leaderDir, "leader-epoch-checkpoint")) {
 		var epoch int32
 		var start int64
 		fmt.Sscanf(e, "%d %d", &epoch, &start)
@@ -167,7 +173,7 @@ func (s *shadow) compareWithLeader(ctx context.Context, c *kafka.Cluster, topic 
 		var start int64
 		fmt.Sscanf(e, "%d %d", &epoch, &start)
 		if ls, ok := leaderEpochs[epoch]; !ok || ls > start {
-			s.t.Fatalf("%s-%d: leader %d's epoch cache %v does not name epoch %d at or before %d", topic, p, st.Leader, leaderEpochs, epoch, start)
+			t.Fatalf("%s-%d: leader %d's epoch cache %v does not name epoch %d at or before %d", topic, p, st.Leader, leaderEpochs, epoch, start)
 		}
 	}
 	return len(ours)
