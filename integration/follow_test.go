@@ -74,6 +74,9 @@ func TestFollowWhileProducing(t *testing.T) {
 			if n := s.compareWithLeader(ctx, c, topic, p); n == 0 {
 				t.Fatalf("%s-%d: nothing copied", topic, p)
 			}
+			if p == 0 || topic == "codecs" {
+				checkWithDumpLogSegments(t, s.dir, topic, p)
+			}
 		}
 	}
 	if evs := s.Events(); len(evs) != 0 {
