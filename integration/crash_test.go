@@ -169,4 +169,3 @@ func checkResumedSoon(t *testing.T, out string) {
 	})
 	checkResumed(t, out)
 }
-
