@@ -1,0 +1,341 @@
+package audit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/kfollower/kfollower/wire"
+	"github.com/kfollower/kfollower/wire/batch"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+type topicPartition = wire.TopicPartition
+
+func sortTPs(tps []topicPartition) {
+	slices.SortFunc(tps, func(a, b topicPartition) int {
+		if c := strings.Compare(a.Topic, b.Topic); c != 0 {
+			return c
+		}
+		return int(a.Partition - b.Partition)
+	})
+}
+
+// partitionMeta is what Metadata says of one partition.
+type partitionMeta struct {
+	topicID     wire.TopicID
+	leader      int32 // -1: none
+	leaderEpoch int32
+	err         error // partition or topic error
+}
+
+// clusterMeta is one Metadata answer for a set of topics.
+type clusterMeta struct {
+	parts      map[topicPartition]partitionMeta
+	partitions map[string]int32 // partition count per topic
+	ids        map[string]wire.TopicID
+}
+
+// loadMetadata asks for topics (all topics when nil). A topic the cluster
+// does not know gets its error in every partition asked about later (see
+// lookup).
+func loadMetadata(ctx context.Context, cl *kgo.Client, topics []string) (*clusterMeta, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	if topics != nil {
+		req.Topics = []kmsg.MetadataRequestTopic{}
+		for _, t := range topics {
+			rt := kmsg.NewMetadataRequestTopic()
+			rt.Topic = kmsg.StringPtr(t)
+			req.Topics = append(req.Topics, rt)
+		}
+	}
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return nil, fmt.Errorf("metadata for %v: %w", topics, err)
+	}
+	m := &clusterMeta{parts: map[topicPartition]partitionMeta{}, partitions: map[string]int32{}, ids: map[string]wire.TopicID{}}
+	for _, t := range resp.Topics {
+		if t.Topic == nil {
+			continue
+		}
+		name := *t.Topic
+		if err := kerr.ErrorForCode(t.ErrorCode); err != nil {
+			m.parts[topicPartition{Topic: name, Partition: -1}] = partitionMeta{leader: -1, err: err}
+			continue
+		}
+		m.ids[name] = t.TopicID
+		m.partitions[name] = int32(len(t.Partitions))
+		for _, p := range t.Partitions {
+			m.parts[topicPartition{Topic: name, Partition: p.Partition}] = partitionMeta{
+				topicID: t.TopicID, leader: p.Leader, leaderEpoch: p.LeaderEpoch, err: kerr.ErrorForCode(p.ErrorCode),
+			}
+		}
+	}
+	return m, nil
+}
+
+// lookup returns the metadata of tp, or an error saying why there is none.
+func (m *clusterMeta) lookup(tp topicPartition) (partitionMeta, error) {
+	if pm, ok := m.parts[topicPartition{Topic: tp.Topic, Partition: -1}]; ok {
+		return pm, fmt.Errorf("topic %s: %w", tp.Topic, pm.err)
+	}
+	pm, ok := m.parts[tp]
+	switch {
+	case !ok:
+		return pm, fmt.Errorf("%s: not in the cluster's metadata", tp)
+	case pm.err != nil && !errors.Is(pm.err, kerr.LeaderNotAvailable):
+		return pm, fmt.Errorf("%s: %w", tp, pm.err)
+	case pm.leader < 0:
+		return pm, fmt.Errorf("%s: no leader", tp)
+	}
+	return pm, nil
+}
+
+// retriable reports partition errors that a fresh Metadata answer (a
+// leader move, a new epoch, KIP-320) can cure.
+func retriable(err error) bool {
+	return errors.Is(err, kerr.NotLeaderForPartition) || errors.Is(err, kerr.FencedLeaderEpoch) ||
+		errors.Is(err, kerr.UnknownLeaderEpoch) || errors.Is(err, kerr.LeaderNotAvailable) ||
+		errors.Is(err, kerr.ReplicaNotAvailable)
+}
+
+// backoff waits d or until ctx ends.
+func backoff(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// fetchChunk is one Fetch answer for one partition, reduced to whole
+// batches.
+type fetchChunk struct {
+	headers       []batch.Header
+	bytes         int64
+	next          int64 // offset to fetch next
+	highWatermark int64
+	logStart      int64
+}
+
+// fetchOnce sends one sessionless Fetch for one partition to its leader:
+// replica id -1 (a consumer: only data up to the high watermark,
+// kafka-internals.md §4.2), read_uncommitted so aborted data and control
+// batches come back as the broker stores them, CurrentLeaderEpoch set
+// (KIP-320) and the topic id for v13+ (kmsg writes name or id as the
+// negotiated version needs). MaxWait 0: the broker answers at once, so an
+// empty answer means the offset is at the high watermark.
+func fetchOnce(ctx context.Context, cl *kgo.Client, tp topicPartition, pm partitionMeta, offset int64, maxBytes int32) (*kmsg.FetchResponseTopicPartition, error) {
+	req := kmsg.NewPtrFetchRequest()
+	req.ReplicaID = -1
+	req.MaxWaitMillis = 0
+	req.MinBytes = 1
+	req.MaxBytes = maxBytes
+	req.IsolationLevel = 0
+	req.SessionID, req.SessionEpoch = 0, -1
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic, rt.TopicID = tp.Topic, pm.topicID
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.Partition = tp.Partition
+	rp.CurrentLeaderEpoch = pm.leaderEpoch
+	rp.FetchOffset = offset
+	rp.PartitionMaxBytes = maxBytes
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	kr, err := cl.Broker(int(pm.leader)).Request(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("fetching %s at %d from broker %d: %w", tp, offset, pm.leader, err)
+	}
+	resp := kr.(*kmsg.FetchResponse)
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return nil, fmt.Errorf("fetching %s at %d from broker %d: %w", tp, offset, pm.leader, err)
+	}
+	for i := range resp.Topics {
+		t := &resp.Topics[i]
+		if t.Topic != tp.Topic && t.TopicID != pm.topicID {
+			continue
+		}
+		for j := range t.Partitions {
+			if p := &t.Partitions[j]; p.Partition == tp.Partition {
+				return p, nil
+			}
+		}
+	}
+	return nil, fmt.Errorf("fetching %s at %d from broker %d: partition missing from the answer", tp, offset, pm.leader)
+}
+
+// chunkOf splits a partition's answer into whole batches (a partial last
+// batch is normal: the broker cuts at the byte limit), checking each CRC.
+func chunkOf(tp topicPartition, p *kmsg.FetchResponseTopicPartition, offset int64) (fetchChunk, error) {
+	c := fetchChunk{next: offset, highWatermark: p.HighWatermark, logStart: p.LogStartOffset}
+	sc := batch.NewScanner(p.RecordBatches)
+	for sc.Next() {
+		h := sc.Header()
+		if h.NextOffset() <= offset {
+			continue // a batch before the one asked for (the broker sends whole batches)
+		}
+		c.headers = append(c.headers, h)
+		c.bytes += int64(h.Size())
+		c.next = h.NextOffset()
+	}
+	if err := sc.Err(); err != nil {
+		return c, fmt.Errorf("fetching %s at %d: leader sent an invalid batch: %w", tp, offset, err)
+	}
+	return c, nil
+}
+
+// epochQuery is one OffsetsForLeaderEpoch question.
+type epochQuery struct {
+	tp           topicPartition
+	currentEpoch int32
+	epoch        int32
+}
+
+// epochAnswer is its answer.
+type epochAnswer struct {
+	err       error
+	epoch     int32
+	endOffset int64
+}
+
+// offsetsForLeaderEpoch sends one OffsetForLeaderEpoch request per broker
+// for the queries given (grouped by leader), concurrently, as Kafka's
+// fetcher threads batch theirs. ReplicaID -1 explicitly: kmsg's default
+// is -2 (debug); the broker ignores it either way (kafka-internals.md
+// §2.4). A transport failure fails that broker's queries.
+func offsetsForLeaderEpoch(ctx context.Context, cl *kgo.Client, byBroker map[int32][]epochQuery) map[topicPartition]epochAnswer {
+	type result struct {
+		broker int32
+		resp   *kmsg.OffsetForLeaderEpochResponse
+		err    error
+	}
+	results := make(chan result, len(byBroker))
+	for broker, qs := range byBroker {
+		req := kmsg.NewPtrOffsetForLeaderEpochRequest()
+		req.ReplicaID = -1
+		topics := map[string]int{}
+		for _, q := range qs {
+			i, ok := topics[q.tp.Topic]
+			if !ok {
+				i = len(req.Topics)
+				topics[q.tp.Topic] = i
+				rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
+				rt.Topic = q.tp.Topic
+				req.Topics = append(req.Topics, rt)
+			}
+			rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+			rp.Partition = q.tp.Partition
+			rp.CurrentLeaderEpoch = q.currentEpoch // KIP-320 fence: answers from one leader only
+			rp.LeaderEpoch = q.epoch
+			req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+		}
+		go func() {
+			kr, err := cl.Broker(int(broker)).Request(ctx, req)
+			r := result{broker: broker, err: err}
+			if err == nil {
+				r.resp = kr.(*kmsg.OffsetForLeaderEpochResponse)
+			}
+			results <- r
+		}()
+	}
+	out := map[topicPartition]epochAnswer{}
+	for range byBroker {
+		r := <-results
+		if r.err != nil {
+			for _, q := range byBroker[r.broker] {
+				out[q.tp] = epochAnswer{err: fmt.Errorf("OffsetsForLeaderEpoch to broker %d: %w", r.broker, r.err)}
+			}
+			continue
+		}
+		for _, t := range r.resp.Topics {
+			for _, p := range t.Partitions {
+				tp := topicPartition{Topic: t.Topic, Partition: p.Partition}
+				a := epochAnswer{epoch: p.LeaderEpoch, endOffset: p.EndOffset}
+				if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+					a.err = fmt.Errorf("OffsetsForLeaderEpoch for %s on broker %d: %w", tp, r.broker, err)
+				}
+				out[tp] = a
+			}
+		}
+		for _, q := range byBroker[r.broker] {
+			if _, ok := out[q.tp]; !ok {
+				out[q.tp] = epochAnswer{err: fmt.Errorf("OffsetsForLeaderEpoch to broker %d: %s missing from the answer", r.broker, q.tp)}
+			}
+		}
+	}
+	return out
+}
+
+// listStartOffsets asks each leader for the log start offset of its
+// partitions (ListOffsets, timestamp -2 = earliest), one request per
+// broker, as a consumer (replica id -1) fenced by CurrentLeaderEpoch.
+func listStartOffsets(ctx context.Context, cl *kgo.Client, byBroker map[int32][]epochQuery) map[topicPartition]epochAnswer {
+	type result struct {
+		broker int32
+		resp   *kmsg.ListOffsetsResponse
+		err    error
+	}
+	results := make(chan result, len(byBroker))
+	for broker, qs := range byBroker {
+		req := kmsg.NewPtrListOffsetsRequest()
+		req.ReplicaID = -1
+		topics := map[string]int{}
+		for _, q := range qs {
+			i, ok := topics[q.tp.Topic]
+			if !ok {
+				i = len(req.Topics)
+				topics[q.tp.Topic] = i
+				rt := kmsg.NewListOffsetsRequestTopic()
+				rt.Topic = q.tp.Topic
+				req.Topics = append(req.Topics, rt)
+			}
+			rp := kmsg.NewListOffsetsRequestTopicPartition()
+			rp.Partition = q.tp.Partition
+			rp.CurrentLeaderEpoch = q.currentEpoch
+			rp.Timestamp = -2 // earliest
+			req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+		}
+		go func() {
+			kr, err := cl.Broker(int(broker)).Request(ctx, req)
+			r := result{broker: broker, err: err}
+			if err == nil {
+				r.resp = kr.(*kmsg.ListOffsetsResponse)
+			}
+			results <- r
+		}()
+	}
+	out := map[topicPartition]epochAnswer{}
+	for range byBroker {
+		r := <-results
+		if r.err != nil {
+			for _, q := range byBroker[r.broker] {
+				out[q.tp] = epochAnswer{err: fmt.Errorf("ListOffsets to broker %d: %w", r.broker, r.err)}
+			}
+			continue
+		}
+		for _, t := range r.resp.Topics {
+			for _, p := range t.Partitions {
+				tp := topicPartition{Topic: t.Topic, Partition: p.Partition}
+				a := epochAnswer{epoch: p.LeaderEpoch, endOffset: p.Offset}
+				if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+					a.err = fmt.Errorf("ListOffsets for %s on broker %d: %w", tp, r.broker, err)
+				}
+				out[tp] = a
+			}
+		}
+		for _, q := range byBroker[r.broker] {
+			if _, ok := out[q.tp]; !ok {
+				out[q.tp] = epochAnswer{err: fmt.Errorf("ListOffsets to broker %d: %s missing from the answer", r.broker, q.tp)}
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,37 @@
+// Package audit holds kfollower's validation tools, so an operator can prove
+// what the cluster did to a followed partition:
+//
+//   - Verify compares the local copy of each partition with the current
+//     leader, batch by batch (base offset, last offset, partition leader
+//     epoch, CRC), and checks that the local leader-epoch sequence is a
+//     prefix of the leader's (DESIGN.md promise 1).
+//   - Lineage reconstructs the leader's leader-epoch sequence from the
+//     outside with a walk of OffsetsForLeaderEpoch queries (KIP-101,
+//     KIP-279) and sets it beside the local one.
+//   - ListLost and Replay list the lost+found events storage kept after a
+//     truncation of committed data (DESIGN.md promise 2) and re-produce the
+//     lost records to a topic, idempotently.
+//
+// Each tool is a function taking an Options struct and returning a report
+// with a JSON form (its exported fields), a table renderer (WriteTable) and
+// an ExitCode, so cmd/kfollower only parses flags and prints. Exit codes
+// are the same for every tool: ExitOK (0) when everything matches,
+// ExitMismatch (1) when a divergence was found, ExitError (2) for usage or
+// connection errors (an error returned by a tool maps to 2 through
+// ExitCodeFor).
+//
+// The tools never write to the data dir. Verify and Lineage read the files
+// themselves (storage.Open would recover the log, which may cut a torn tail
+// or finish a truncation: a writer's job), so they work on the data dir of
+// a running daemon, concurrently with its writer, or of a stopped one. A
+// read is a snapshot: the segment files are opened first, and a batch being
+// appended while we read is seen as a partial tail and left out.
+//
+// Every request is built with kmsg.NewPtr… so that the -1/-2 defaults are
+// set, and sent as a consumer: replica id -1 on Fetch (only committed data,
+// kafka-internals.md §4.2) and on OffsetForLeaderEpoch (the broker ignores
+// it there, §2.4; kmsg's default would be -2, the debug id).
+//
+// May import: storage, wire, wire/batch and franz-go (kgo, kmsg, kerr,
+// kadm), plus the standard library.
+package audit
