@@ -1,0 +1,41 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/kfollower/kfollower/follower/fetcher"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// statusDoc is the /status document.
+type statusDoc struct {
+	Time       time.Time        `json:"time"`
+	Ready      bool             `json:"ready"`
+	Partitions []fetcher.Status `json:"partitions"`
+}
+
+func newMux(reg *prometheus.Registry, mgr *fetcher.Manager) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg, ErrorHandling: promhttp.ContinueOnError}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !mgr.Ready() {
+			http.Error(w, "not ready: metadata not loaded yet, or a followed partition has not reconciled with its leader yet\n", http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte("ready\n"))
+	})
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
+		doc := statusDoc{Time: time.Now().UTC(), Ready: mgr.Ready(), Partitions: mgr.Statuses()}
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(doc)
+	})
+	return mux
+}

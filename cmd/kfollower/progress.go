@@ -1,0 +1,89 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/kfollower/kfollower/follower/fetcher"
+)
+
+// progress logs catch-up: partitions caught up of total, throughput, ETA.
+type progress struct {
+	logger *slog.Logger
+
+	mu      sync.Mutex // guards bytes and records, added to by fetcher goroutines
+	bytes   int64
+	records int64
+
+	// Owned by loop.
+	wasCaughtUp bool
+	last        time.Time
+}
+
+func newProgress(l *slog.Logger) *progress { return &progress{logger: l} }
+
+func (p *progress) appended(bytes, records int64) {
+	p.mu.Lock()
+	p.bytes += bytes
+	p.records += records
+	p.mu.Unlock()
+}
+
+// loop samples every second (observe keeps lag-in-seconds fresh) and logs
+// every interval until ctx ends.
+func (p *progress) loop(ctx context.Context, interval time.Duration, statuses func() []fetcher.Status, observe func()) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	p.last = time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			observe()
+			if now.Sub(p.last) >= interval {
+				p.report(now, statuses())
+			}
+		}
+	}
+}
+
+func (p *progress) report(now time.Time, ss []fetcher.Status) {
+	p.mu.Lock()
+	bytes, records := p.bytes, p.records
+	p.bytes, p.records = 0, 0
+	p.mu.Unlock()
+	secs := now.Sub(p.last).Seconds()
+	p.last = now
+	var caught int
+	var lag int64
+	for _, s := range ss {
+		if s.HighWatermark >= 0 && s.Lag == 0 {
+			caught++
+		}
+		lag += s.Lag
+	}
+	if len(ss) == 0 {
+		p.logger.Info("no followed partition yet: waiting for metadata to list a matching topic")
+		return
+	}
+	all := caught == len(ss)
+	if all && p.wasCaughtUp && bytes == 0 {
+		return // idle and caught up: nothing worth a line
+	}
+	rate := float64(records) / secs
+	args := []any{"caught_up", caught, "partitions", len(ss), "lag_records", lag,
+		"mb_per_s", float64(int64(float64(bytes)/secs/1e6*100)) / 100, "records_per_s", int64(rate)}
+	switch {
+	case all:
+		p.logger.Info("caught up with every leader", args...)
+	case rate > 0:
+		eta := time.Duration(float64(lag) / rate * float64(time.Second)).Round(time.Second)
+		p.logger.Info("catching up", append(args, "eta", eta.String())...)
+	default:
+		p.logger.Info("catching up", append(args, "eta", "unknown")...)
+	}
+	p.wasCaughtUp = all
+}
