@@ -1,0 +1,430 @@
+package audit
+
+import (
+	"cmp"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/kfollower/kfollower/storage"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// LostOptions select lost+found events.
+type LostOptions struct {
+	// DataDir is the kfollower data dir; it is only read.
+	DataDir string
+	// Topics and Partitions narrow the list; empty means all.
+	Topics     []string
+	Partitions []int32
+}
+
+// LostEvent is one saved range: storage.Lost (the content of lost.json)
+// plus the directory holding it.
+type LostEvent struct {
+	storage.Lost
+	Dir string `json:"dir"`
+}
+
+// LostReport is the result of ListLost. Its exported fields are its JSON
+// form.
+type LostReport struct {
+	Events []LostEvent `json:"events"`
+}
+
+// ExitCode is ExitOK: listing finds nothing to disagree with.
+func (r *LostReport) ExitCode() int { return ExitOK }
+
+// ListLost lists the lost+found events under DataDir
+// (storage.LostFoundDir: lost+found/<topic>-<partition>/<first>-<end>[.n]/
+// lost.json), ordered by partition and offset.
+func ListLost(opts LostOptions) (*LostReport, error) {
+	if opts.DataDir == "" {
+		return nil, &UsageError{"lost: no data dir"}
+	}
+	root := filepath.Join(opts.DataDir, "lost+found")
+	parts, err := os.ReadDir(root)
+	if errors.Is(err, os.ErrNotExist) {
+		return &LostReport{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing %s: %w", root, err)
+	}
+	rep := &LostReport{}
+	for _, pd := range parts {
+		tp, ok := parsePartitionDir(pd.Name())
+		if !pd.IsDir() || !ok ||
+			(len(opts.Topics) > 0 && !slices.Contains(opts.Topics, tp.Topic)) ||
+			(len(opts.Partitions) > 0 && !slices.Contains(opts.Partitions, tp.Partition)) {
+			continue
+		}
+		ranges, err := os.ReadDir(filepath.Join(root, pd.Name()))
+		if err != nil {
+			return nil, fmt.Errorf("listing %s: %w", filepath.Join(root, pd.Name()), err)
+		}
+		for _, rd := range ranges {
+			dir := filepath.Join(root, pd.Name(), rd.Name())
+			if !rd.IsDir() {
+				continue
+			}
+			if _, err := os.Stat(filepath.Join(dir, "lost.json")); errors.Is(err, os.ErrNotExist) {
+				continue // SaveLost writes lost.json last: an interrupted save
+			}
+			l, err := storage.ReadLost(dir)
+			if err != nil {
+				return nil, fmt.Errorf("reading lost+found event %s: %w", dir, err)
+			}
+			rep.Events = append(rep.Events, LostEvent{Lost: l, Dir: dir})
+		}
+	}
+	slices.SortFunc(rep.Events, func(a, b LostEvent) int {
+		return cmp.Or(strings.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition),
+			cmp.Compare(a.FirstOffset, b.FirstOffset), a.SavedAt.Compare(b.SavedAt), strings.Compare(a.Dir, b.Dir))
+	})
+	return rep, nil
+}
+
+// WriteTable renders one line per event.
+func (r *LostReport) WriteTable(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PARTITION\tOFFSETS\tEPOCHS\tBATCHES\tRECORDS\tBYTES\tSAVED\tDIR\t")
+	for _, e := range r.Events {
+		var eps []string
+		for _, le := range e.Epochs {
+			eps = append(eps, fmt.Sprintf("%d:[%d..%d]", le.Epoch, le.FirstOffset, le.LastOffset))
+		}
+		fmt.Fprintf(tw, "%s-%d\t[%d..%d]\t%s\t%d\t%d\t%d\t%s\t%s\t\n", e.Topic, e.Partition, e.FirstOffset, e.LastOffset,
+			strings.Join(eps, " "), e.Batches, e.Records, e.Bytes, e.SavedAt.UTC().Format(time.RFC3339), e.Dir)
+	}
+	if len(r.Events) == 0 {
+		fmt.Fprintln(tw, "no lost+found events")
+	}
+	return tw.Flush()
+}
+
+// SourceHeader is the record header Replay adds to every record it
+// produces, naming the lost record: "<topic>/<partition>/<offset>" (a
+// topic name cannot hold '/'). Replay is idempotent through it: before
+// producing, it reads the target topic and skips every lost record whose
+// header is already there, so a replay that was interrupted, or run
+// twice, never duplicates a record.
+const SourceHeader = "kfollower-lost-source"
+
+func sourceValue(topic string, partition int32, offset int64) string {
+	return fmt.Sprintf("%s/%d/%d", topic, partition, offset)
+}
+
+// ReplayOptions say which lost records go where.
+type ReplayOptions struct {
+	// Client reads Metadata and the target topic, and is the template of
+	// the producer Replay creates (Client.Opts plus a manual partitioner
+	// and acks=all; the producer stays idempotent unless Client disabled
+	// it). It must not be a consumer (no ConsumeTopics, no group), since
+	// the producer inherits its options.
+	Client *kgo.Client
+	// DataDir is the kfollower data dir; it is only read.
+	DataDir string
+	// Topics and Partitions select the lost+found events; empty means all.
+	Topics     []string
+	Partitions []int32
+	// ToTopic is the topic to produce to; it must exist. Each record goes
+	// to the partition with the number of its source partition, or that
+	// number modulo the partition count when the target has fewer, so
+	// each source partition keeps its order.
+	ToTopic string
+	// DryRun reads and decides everything but produces nothing.
+	DryRun bool
+	// IncludeUndecided also replays transactional records whose
+	// transaction has no commit or abort marker in the lost range (its
+	// outcome is unknown: it may never have committed). By default they
+	// are left out and counted.
+	IncludeUndecided bool
+}
+
+// ReplayEvent is what Replay did with one lost+found event.
+type ReplayEvent struct {
+	Topic       string `json:"topic"`
+	Partition   int32  `json:"partition"`
+	FirstOffset int64  `json:"firstOffset"`
+	LastOffset  int64  `json:"lastOffset"`
+	Dir         string `json:"dir"`
+	ToPartition int32  `json:"toPartition"`
+	// Records is the number of data records in the lost batches (control
+	// records excluded).
+	Records int `json:"records"`
+	// Replayed were produced (or, in a dry run, would be).
+	Replayed int `json:"replayed"`
+	// AlreadyPresent were found on the target (an earlier replay).
+	AlreadyPresent int `json:"alreadyPresent"`
+	// Aborted belong to a transaction an abort marker in the lost range
+	// ends; Undecided to one with no marker there (see IncludeUndecided).
+	Aborted   int `json:"aborted"`
+	Undecided int `json:"undecided"`
+}
+
+// ReplayReport is the result of Replay. Its exported fields are its JSON
+// form.
+type ReplayReport struct {
+	ToTopic        string        `json:"toTopic"`
+	DryRun         bool          `json:"dryRun"`
+	Events         []ReplayEvent `json:"events"`
+	Replayed       int           `json:"replayed"`
+	AlreadyPresent int           `json:"alreadyPresent"`
+	Aborted        int           `json:"aborted"`
+	Undecided      int           `json:"undecided"`
+}
+
+// ExitCode is ExitOK: a replay that failed returns an error instead.
+func (r *ReplayReport) ExitCode() int { return ExitOK }
+
+// WriteTable renders one line per event and a total.
+func (r *ReplayReport) WriteTable(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	verb := "REPLAYED"
+	if r.DryRun {
+		verb = "WOULD REPLAY"
+	}
+	fmt.Fprintf(tw, "PARTITION\tOFFSETS\tTO\tRECORDS\t%s\tPRESENT\tABORTED\tUNDECIDED\t\n", verb)
+	for _, e := range r.Events {
+		fmt.Fprintf(tw, "%s-%d\t[%d..%d]\t%s-%d\t%d\t%d\t%d\t%d\t%d\t\n", e.Topic, e.Partition, e.FirstOffset, e.LastOffset,
+			r.ToTopic, e.ToPartition, e.Records, e.Replayed, e.AlreadyPresent, e.Aborted, e.Undecided)
+	}
+	fmt.Fprintf(tw, "total\t\t\t\t%d\t%d\t%d\t%d\t\n", r.Replayed, r.AlreadyPresent, r.Aborted, r.Undecided)
+	return tw.Flush()
+}
+
+// Replay re-produces the records of the selected lost+found events to
+// ToTopic: keys, values, headers and timestamps, plus SourceHeader. It is
+// idempotent by reading the target first (see SourceHeader); two replays
+// to one topic must not run at the same time. Records of aborted
+// transactions and control records are never replayed.
+func Replay(ctx context.Context, opts ReplayOptions) (*ReplayReport, error) {
+	if opts.Client == nil {
+		return nil, &UsageError{"lost replay: no Kafka client"}
+	}
+	if opts.ToTopic == "" {
+		return nil, &UsageError{"lost replay: no target topic (--to-topic)"}
+	}
+	list, err := ListLost(LostOptions{DataDir: opts.DataDir, Topics: opts.Topics, Partitions: opts.Partitions})
+	if err != nil {
+		return nil, err
+	}
+	meta, err := loadMetadata(ctx, opts.Client, []string{opts.ToTopic})
+	if err != nil {
+		return nil, err
+	}
+	n, ok := meta.partitions[opts.ToTopic]
+	if !ok || n == 0 {
+		if pm, bad := meta.parts[topicPartition{Topic: opts.ToTopic, Partition: -1}]; bad {
+			return nil, fmt.Errorf("lost replay: target topic %s: %w", opts.ToTopic, pm.err)
+		}
+		return nil, fmt.Errorf("lost replay: target topic %s does not exist; create it first", opts.ToTopic)
+	}
+	present, err := readMarkers(ctx, opts.Client, opts.ToTopic, n, meta)
+	if err != nil {
+		return nil, err
+	}
+	rep := &ReplayReport{ToTopic: opts.ToTopic, DryRun: opts.DryRun}
+	var out []*kgo.Record
+	for _, ev := range list.Events {
+		re := ReplayEvent{Topic: ev.Topic, Partition: ev.Partition, FirstOffset: ev.FirstOffset, LastOffset: ev.LastOffset,
+			Dir: ev.Dir, ToPartition: ev.Partition}
+		if ev.Partition >= n {
+			re.ToPartition = ev.Partition % n
+		}
+		recs, err := decodeLost(ev)
+		if err != nil {
+			return nil, err
+		}
+		d := decideTransactions(recs)
+		re.Records, re.Aborted = d.data, d.aborted
+		keep := d.keep
+		if opts.IncludeUndecided {
+			keep = d.keepWithUndecided
+		} else {
+			re.Undecided = d.undecided
+		}
+		for _, r := range keep {
+			src := sourceValue(ev.Topic, ev.Partition, r.Offset)
+			if present[src] {
+				re.AlreadyPresent++
+				continue
+			}
+			present[src] = true // the same range saved twice: once only
+			re.Replayed++
+			hs := append(slices.Clone(r.Headers), kgo.RecordHeader{Key: SourceHeader, Value: []byte(src)})
+			out = append(out, &kgo.Record{Topic: opts.ToTopic, Partition: re.ToPartition,
+				Key: r.Key, Value: r.Value, Headers: hs, Timestamp: r.Timestamp})
+		}
+		rep.Events = append(rep.Events, re)
+		rep.Replayed += re.Replayed
+		rep.AlreadyPresent += re.AlreadyPresent
+		rep.Aborted += re.Aborted
+		rep.Undecided += re.Undecided
+	}
+	if opts.DryRun || len(out) == 0 {
+		return rep, nil
+	}
+	if err := produceAll(ctx, opts.Client, out); err != nil {
+		return rep, err
+	}
+	return rep, nil
+}
+
+// produceAll produces recs in order with a producer derived from cl (acks
+// all, idempotent: no duplicates or reordering within a partition on
+// retries), a chunk at a time.
+func produceAll(ctx context.Context, cl *kgo.Client, recs []*kgo.Record) error {
+	p, err := kgo.NewClient(append(cl.Opts(), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks()))...)
+	if err != nil {
+		return fmt.Errorf("lost replay: creating a producer: %w", err)
+	}
+	defer p.Close()
+	for start := 0; start < len(recs); start += 1000 {
+		chunk := recs[start:min(len(recs), start+1000)]
+		if err := p.ProduceSync(ctx, chunk...).FirstErr(); err != nil {
+			return fmt.Errorf("lost replay: producing to %s (%d of %d records acknowledged before): %w", chunk[0].Topic, start, len(recs), err)
+		}
+	}
+	return nil
+}
+
+// decodeLost decodes the saved segment of an event into records, control
+// records included (decideTransactions needs the markers).
+func decodeLost(ev LostEvent) ([]*kgo.Record, error) {
+	path := filepath.Join(ev.Dir, ev.Segment)
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("lost replay: reading %s: %w", path, err)
+	}
+	rp := kmsg.NewFetchResponseTopicPartition()
+	rp.Partition = ev.Partition
+	rp.RecordBatches = raw
+	fp, _ := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
+		KeepControlRecords: true, Topic: ev.Topic, Partition: ev.Partition,
+	}, &rp, kgo.DefaultDecompressor(), nil)
+	if fp.Err != nil {
+		return nil, fmt.Errorf("lost replay: decoding %s: %w", path, fp.Err)
+	}
+	return fp.Records, nil
+}
+
+// txnDecision sorts lost records by what their transaction did.
+type txnDecision struct {
+	keep              []*kgo.Record // non-transactional, or committed in the lost range
+	keepWithUndecided []*kgo.Record // keep plus the undecided, in offset order
+	data              int           // data records (not control)
+	aborted           int
+	undecided         int
+}
+
+// decideTransactions follows each producer's transaction through the lost
+// records: transactional records wait for their producer's next control
+// record (a commit or abort marker, key = version int16, type int16 with
+// 0 = abort, 1 = commit: ControlRecordType.java); at the end, records
+// still waiting are undecided. Order is kept: a committed transaction's
+// records stay where they were written.
+func decideTransactions(recs []*kgo.Record) txnDecision {
+	const (
+		pending = iota
+		keep
+		drop
+	)
+	state := make([]int, len(recs))
+	waiting := map[int64][]int{}
+	var d txnDecision
+	for i, r := range recs {
+		switch {
+		case r.Attrs.IsControl():
+			state[i] = drop
+			commit := len(r.Key) >= 4 && binary.BigEndian.Uint16(r.Key[2:4]) == 1
+			for _, j := range waiting[r.ProducerID] {
+				if commit {
+					state[j] = keep
+				} else {
+					state[j] = drop
+					d.aborted++
+				}
+			}
+			delete(waiting, r.ProducerID)
+		case r.Attrs.IsTransactional():
+			d.data++
+			waiting[r.ProducerID] = append(waiting[r.ProducerID], i)
+		default:
+			d.data++
+			state[i] = keep
+		}
+	}
+	for i, r := range recs {
+		switch {
+		case state[i] == keep:
+			d.keep = append(d.keep, r)
+			d.keepWithUndecided = append(d.keepWithUndecided, r)
+		case state[i] == pending && !r.Attrs.IsControl():
+			d.undecided++
+			d.keepWithUndecided = append(d.keepWithUndecided, r)
+		}
+	}
+	return d
+}
+
+// readMarkers reads every partition of topic from its log start to its
+// high watermark with raw Fetch requests (no consumer state in the
+// caller's client) and returns the SourceHeader values found.
+func readMarkers(ctx context.Context, cl *kgo.Client, topic string, n int32, meta *clusterMeta) (map[string]bool, error) {
+	present := map[string]bool{}
+	byBroker := map[int32][]epochQuery{}
+	pms := map[int32]partitionMeta{}
+	for p := range n {
+		tp := topicPartition{Topic: topic, Partition: p}
+		pm, err := meta.lookup(tp)
+		if err != nil {
+			return nil, fmt.Errorf("lost replay: reading target %s: %w", tp, err)
+		}
+		pms[p] = pm
+		byBroker[pm.leader] = append(byBroker[pm.leader], epochQuery{tp: tp, currentEpoch: pm.leaderEpoch})
+	}
+	starts := listStartOffsets(ctx, cl, byBroker)
+	for p := range n {
+		tp := topicPartition{Topic: topic, Partition: p}
+		a := starts[tp]
+		if a.err != nil {
+			return nil, fmt.Errorf("lost replay: reading target: %w", a.err)
+		}
+		for off := a.endOffset; ; {
+			fp, err := fetchOnce(ctx, cl, tp, pms[p], off, 16<<20)
+			if err != nil {
+				return nil, fmt.Errorf("lost replay: reading target: %w", err)
+			}
+			dec, _ := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{Topic: topic, Partition: p, Offset: off}, fp, kgo.DefaultDecompressor(), nil)
+			if dec.Err != nil {
+				return nil, fmt.Errorf("lost replay: reading target %s at %d: %w", tp, off, dec.Err)
+			}
+			c, err := chunkOf(tp, fp, off)
+			if err != nil {
+				return nil, err
+			}
+			if len(c.headers) == 0 {
+				break
+			}
+			for _, r := range dec.Records {
+				for _, h := range r.Headers {
+					if h.Key == SourceHeader {
+						present[string(h.Value)] = true
+					}
+				}
+			}
+			off = c.next
+		}
+	}
+	return present, nil
+}
