@@ -1,0 +1,444 @@
+package audit
+
+import (
+	"bytes"
+	"errors"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/kfollower/kfollower/storage"
+	"github.com/kfollower/kfollower/wire/batch"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func ee(epoch int32, start int64) storage.EpochEntry {
+	return storage.EpochEntry{Epoch: epoch, StartOffset: start}
+}
+
+// walk runs an epochWalk against a leader whose cache is entries, answering
+// with storage.Epochs.EndOffsetFor, the port of Kafka's
+// LeaderEpochFileCache.endOffsetFor (kafka-internals.md §1.5).
+func walk(t *testing.T, entries []storage.EpochEntry, leo, logStart int64) ([]Epoch, int) {
+	t.Helper()
+	c, err := storage.NewEpochs(entries...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	latest, _ := c.Latest()
+	w := newEpochWalk(latest.Epoch, logStart)
+	for n := 0; ; n++ {
+		e, ok := w.ask()
+		if !ok {
+			break
+		}
+		if n > 2*len(entries)+3 {
+			t.Fatalf("walk of %v does not end", entries)
+		}
+		if err := w.answer(c.EndOffsetFor(e, leo)); err != nil {
+			t.Fatalf("walk of %v: %v", entries, err)
+		}
+	}
+	if w.leo != leo {
+		t.Fatalf("walk of %v: log end %d, want %d", entries, w.leo, leo)
+	}
+	return w.entries(), w.queries
+}
+
+func plain(es []Epoch) []storage.EpochEntry {
+	var out []storage.EpochEntry
+	for _, e := range es {
+		out = append(out, ee(e.Epoch, e.StartOffset))
+	}
+	return out
+}
+
+// The walk reproduces the leader's cache, including the §1.5 rows that make
+// it subtle: R below the first epoch answers (R, first start), and R
+// between entries answers the entry below.
+func TestEpochWalkCases(t *testing.T) {
+	cases := []struct {
+		name     string
+		cache    []storage.EpochEntry
+		leo      int64
+		logStart int64
+		queries  int
+	}{
+		{"single epoch 0", []storage.EpochEntry{ee(0, 0)}, 10, 0, 1},
+		{"epoch 0 after retention", []storage.EpochEntry{ee(0, 7)}, 10, 7, 1},
+		{"unclean election 0 then 2", []storage.EpochEntry{ee(0, 0), ee(2, 300)}, 500, 0, 2},
+		{"first epoch 1 (epoch 0 was empty)", []storage.EpochEntry{ee(1, 0)}, 10, 0, 2},
+		{"first epoch 1 at log start 5", []storage.EpochEntry{ee(1, 5), ee(3, 9)}, 10, 5, 3},
+		{"LeaderEpochFileCacheTest below first", []storage.EpochEntry{ee(5, 11), ee(6, 12), ee(7, 13)}, 20, 11, 5},
+		{"LeaderEpochFileCacheTest gaps", []storage.EpochEntry{ee(0, 10), ee(2, 13), ee(4, 17)}, 20, 10, 3},
+		{"empty current epoch", []storage.EpochEntry{ee(0, 0), ee(3, 40)}, 40, 0, 2},
+		{"consecutive epochs", []storage.EpochEntry{ee(0, 0), ee(1, 5), ee(2, 6), ee(3, 9)}, 12, 0, 4},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, q := walk(t, tc.cache, tc.leo, tc.logStart)
+			if !slices.Equal(plain(got), tc.cache) {
+				t.Fatalf("walked %v, want %v", got, tc.cache)
+			}
+			if q != tc.queries {
+				t.Errorf("%d queries, want %d", q, tc.queries)
+			}
+			for _, e := range got {
+				if e.Inferred != (e.Epoch == 0) {
+					t.Errorf("entry %+v: inferred is for epoch 0 only", e)
+				}
+			}
+		})
+	}
+}
+
+// Property: for random caches (monotonic, as Assign keeps them; first start
+// at the log start, where truncateFromStart puts it) the walk returns the
+// cache exactly, in at most entries+2 questions.
+func TestEpochWalkRandom(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 2000 {
+		var cache []storage.EpochEntry
+		epoch, off := int32(r.IntN(3)), int64(r.IntN(50))
+		logStart := off
+		for n := 1 + r.IntN(8); n > 0; n-- {
+			cache = append(cache, ee(epoch, off))
+			epoch += 1 + int32(r.IntN(3))
+			off += 1 + int64(r.IntN(20))
+		}
+		leo := cache[len(cache)-1].StartOffset + int64(r.IntN(5))
+		got, q := walk(t, cache, leo, logStart)
+		if !slices.Equal(plain(got), cache) {
+			t.Fatalf("cache %v (log start %d): walked %v", cache, logStart, got)
+		}
+		if q > len(cache)+2 {
+			t.Fatalf("cache %v: %d queries", cache, q)
+		}
+	}
+}
+
+func TestEpochWalkRejectsNonsense(t *testing.T) {
+	w := newEpochWalk(4, 0)
+	if err := w.answer(-1, -1); err == nil {
+		t.Fatal("(-1, -1) for the current epoch accepted")
+	}
+	w = newEpochWalk(4, 0)
+	if err := w.answer(4, 100); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.answer(2, 200); err == nil {
+		t.Fatal("an end offset above the log end accepted")
+	}
+	w = newEpochWalk(4, 0)
+	_ = w.answer(4, 100)
+	if err := w.answer(5, 50); err == nil {
+		t.Fatal("an epoch above the one asked accepted")
+	}
+}
+
+func le(epoch int32, start int64) Epoch { return Epoch{Epoch: epoch, StartOffset: start} }
+
+func TestCompareEpochs(t *testing.T) {
+	cases := []struct {
+		name      string
+		local     []storage.EpochEntry
+		localEnd  int64
+		leader    []Epoch
+		leaderEnd int64
+		want      int64 // parting offset, -1 for none
+	}{
+		{"empty local", nil, 0, []Epoch{le(0, 0)}, 10, -1},
+		{"equal", []storage.EpochEntry{ee(0, 0), ee(2, 300)}, 500, []Epoch{le(0, 0), le(2, 300)}, 500, -1},
+		{"prefix, leader further", []storage.EpochEntry{ee(0, 0)}, 300, []Epoch{le(0, 0), le(2, 300)}, 500, -1},
+		{"unclean: local epoch 0 runs past the leader's", []storage.EpochEntry{ee(0, 0)}, 420, []Epoch{le(0, 0), le(2, 300)}, 500, 300},
+		{"local epoch the leader never had", []storage.EpochEntry{ee(0, 0), ee(1, 300)}, 420, []Epoch{le(0, 0), le(2, 300)}, 500, 300},
+		{"leader changed epoch earlier", []storage.EpochEntry{ee(0, 0), ee(2, 200)}, 420, []Epoch{le(0, 0), le(1, 100), le(2, 200)}, 500, 100},
+		{"same epochs, other start", []storage.EpochEntry{ee(0, 0), ee(2, 250)}, 420, []Epoch{le(0, 0), le(2, 300)}, 500, 250},
+		{"local past the leader's end", []storage.EpochEntry{ee(0, 0), ee(2, 300)}, 600, []Epoch{le(0, 0), le(2, 300)}, 500, 500},
+		{"our log starts later", []storage.EpochEntry{ee(2, 350)}, 420, []Epoch{le(0, 0), le(2, 300)}, 500, -1},
+		{"leader's log starts later (retention)", []storage.EpochEntry{ee(0, 0), ee(2, 300)}, 420, []Epoch{le(2, 350)}, 500, -1},
+		{"old local epochs below the leader's start", []storage.EpochEntry{ee(0, 0), ee(1, 10), ee(2, 300)}, 420, []Epoch{le(2, 350)}, 500, -1},
+		{"no leader epochs", []storage.EpochEntry{ee(0, 0)}, 10, nil, 0, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := compareEpochs(tc.local, tc.localEnd, tc.leader, tc.leaderEnd)
+			got := int64(-1)
+			if p != nil {
+				got = p.Offset
+			}
+			if got != tc.want {
+				t.Fatalf("parting %+v, want offset %d", p, tc.want)
+			}
+		})
+	}
+}
+
+func TestCheckTail(t *testing.T) {
+	leader := []Epoch{le(0, 0), le(2, 300)}
+	h := func(base int64, n int, epoch int32) batch.Header {
+		hd, err := batch.Check(batch.Build(batch.Spec{BaseOffset: base, Records: n, Epoch: epoch}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return hd
+	}
+	if d := checkTail(h(300, 10, 2), leader, 500); d != nil {
+		t.Fatalf("consistent tail batch reported: %+v", d)
+	}
+	if d := checkTail(h(300, 10, 0), leader, 500); d == nil || d.Kind != DivergedEpoch || d.Offset != 300 {
+		t.Fatalf("epoch 0 at 300 when the leader has epoch 2 there: %+v", d)
+	}
+	if d := checkTail(h(290, 20, 0), leader, 500); d == nil || d.Kind != DivergedEpoch {
+		t.Fatalf("batch spanning the leader's epoch change: %+v", d)
+	}
+	if d := checkTail(h(495, 10, 2), leader, 500); d == nil || d.Kind != DivergedMissing || d.Offset != 500 {
+		t.Fatalf("batch past the leader's end: %+v", d)
+	}
+}
+
+// writePartition lays out a partition directory as storage does: segments
+// of the given batches (one segment per inner slice), a checkpoint and
+// partition.metadata.
+func writePartition(t *testing.T, dataDir, topic string, p int32, segs [][][]byte, epochs []storage.EpochEntry) string {
+	t.Helper()
+	dir := storage.PartitionDir(dataDir, topic, p)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, seg := range segs {
+		h, err := batch.ParseHeader(seg[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%020d.log", h.BaseOffset)), bytes.Join(seg, nil), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "0\n%d\n", len(epochs))
+	for _, e := range epochs {
+		fmt.Fprintf(&b, "%d %d\n", e.Epoch, e.StartOffset)
+	}
+	if err := os.WriteFile(filepath.Join(dir, epochCheckpointFile), []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func TestBatchReader(t *testing.T) {
+	dataDir := t.TempDir()
+	var seg1, seg2 [][]byte
+	off := int64(0)
+	for i := range 40 {
+		b := batch.Build(batch.Spec{BaseOffset: off, Records: 1 + i%5, Epoch: int32(i / 20), Value: bytes.Repeat([]byte{'x'}, 100*i)})
+		if i < 25 {
+			seg1 = append(seg1, b)
+		} else {
+			seg2 = append(seg2, b)
+		}
+		h, _ := batch.ParseHeader(b)
+		off = h.NextOffset()
+	}
+	dir := writePartition(t, dataDir, "my-topic", 3, [][][]byte{seg1, seg2}, []storage.EpochEntry{ee(0, 0)})
+	// A write in progress: half a batch at the end of the last segment.
+	partial := batch.Build(batch.Spec{BaseOffset: off, Records: 2, Epoch: 1})
+	f, err := os.OpenFile(filepath.Join(dir, fmt.Sprintf("%020d.log", mustHeader(t, seg2[0]).BaseOffset)), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write(partial[:len(partial)/2])
+	f.Close()
+
+	lp, err := openLocal(dataDir, "my-topic", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lp.close()
+	for _, chunk := range []int{64, 1000, 1 << 20} {
+		for _, from := range []int64{0, 7, off - 1} {
+			rd := lp.batches(from, chunk)
+			var got []int64
+			for rd.Next() {
+				got = append(got, rd.Batch().h.BaseOffset)
+			}
+			if rd.Err() != nil {
+				t.Fatalf("chunk %d: %v", chunk, rd.Err())
+			}
+			var want []int64
+			for _, b := range append(slices.Clone(seg1), seg2...) {
+				if h := mustHeader(t, b); h.NextOffset() > from {
+					want = append(want, h.BaseOffset)
+				}
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("chunk %d from %d: bases %v, want %v", chunk, from, got, want)
+			}
+			if rd.End() != off {
+				t.Fatalf("chunk %d: end %d, want %d", chunk, rd.End(), off)
+			}
+		}
+	}
+	if end, err := lp.logEnd(); err != nil || end != off {
+		t.Fatalf("logEnd %d %v, want %d", end, err, off)
+	}
+
+	// A flipped byte in the middle of the first segment is corruption.
+	p1 := filepath.Join(dir, fmt.Sprintf("%020d.log", 0))
+	raw, _ := os.ReadFile(p1)
+	raw[len(seg1[0])+len(seg1[1])+70] ^= 1
+	os.WriteFile(p1, raw, 0o644)
+	lp2, err := openLocal(dataDir, "my-topic", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lp2.close()
+	rd := lp2.batches(0, 128)
+	n := 0
+	for rd.Next() {
+		n++
+	}
+	var ce *CorruptError
+	if n != 2 || !errorsAs(rd.Err(), &ce) || ce.Position != int64(len(seg1[0])+len(seg1[1])) {
+		t.Fatalf("after %d batches: %v, want corruption at the third batch", n, rd.Err())
+	}
+}
+
+func mustHeader(t *testing.T, b []byte) batch.Header {
+	t.Helper()
+	h, err := batch.ParseHeader(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func TestParsing(t *testing.T) {
+	es, err := parseEpochCheckpoint("0\n2\n0 0\n2 300\n")
+	if err != nil || !slices.Equal(es, []storage.EpochEntry{ee(0, 0), ee(2, 300)}) {
+		t.Fatalf("%v %v", es, err)
+	}
+	for _, bad := range []string{"1\n0\n", "0\n2\n0 0\n", "0\n1\nx 1\n"} {
+		if _, err := parseEpochCheckpoint(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	if es, err := parseEpochCheckpoint(""); err != nil || len(es) != 0 {
+		t.Errorf("empty file: %v %v", es, err)
+	}
+	for name, want := range map[string]topicPartition{
+		"a-0": {Topic: "a", Partition: 0}, "my-topic-12": {Topic: "my-topic", Partition: 12},
+	} {
+		if got, ok := parsePartitionDir(name); !ok || got != want {
+			t.Errorf("%s: %v %v", name, got, ok)
+		}
+	}
+	for _, name := range []string{"lost+found", "a-", "-1", "a-01", "a-x", "a-0.abc-delete"} {
+		if _, ok := parsePartitionDir(name); ok {
+			t.Errorf("%s parsed", name)
+		}
+	}
+}
+
+// decideTransactions keeps plain records and committed transactions, drops
+// aborted ones and holds back those whose outcome the lost range does not
+// show.
+func TestDecideTransactions(t *testing.T) {
+	commit, abort := []byte{0, 0, 0, 1}, []byte{0, 0, 0, 0}
+	raw := bytes.Join([][]byte{
+		batch.Build(batch.Spec{BaseOffset: 0, Records: 2, Value: []byte("plain")}),
+		batch.Build(batch.Spec{BaseOffset: 2, Records: 2, Transactional: true, ProducerID: 7, Value: []byte("committed")}),
+		batch.Build(batch.Spec{BaseOffset: 4, Records: 3, Transactional: true, ProducerID: 8, Value: []byte("aborted")}),
+		batch.Build(batch.Spec{BaseOffset: 7, Records: 1, Control: true, Transactional: true, ProducerID: 7, Key: commit}),
+		batch.Build(batch.Spec{BaseOffset: 8, Records: 1, Control: true, Transactional: true, ProducerID: 8, Key: abort}),
+		batch.Build(batch.Spec{BaseOffset: 9, Records: 2, Transactional: true, ProducerID: 9, Value: []byte("open")}),
+		batch.Build(batch.Spec{BaseOffset: 11, Records: 1, Value: []byte("plain")}),
+	}, nil)
+	rp := kmsg.NewFetchResponseTopicPartition()
+	rp.RecordBatches = raw
+	fp, _ := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{KeepControlRecords: true, Topic: "t"}, &rp, kgo.DefaultDecompressor(), nil)
+	if fp.Err != nil {
+		t.Fatal(fp.Err)
+	}
+	d := decideTransactions(fp.Records)
+	offs := func(rs []*kgo.Record) []int64 {
+		var out []int64
+		for _, r := range rs {
+			out = append(out, r.Offset)
+		}
+		return out
+	}
+	if got := offs(d.keep); !slices.Equal(got, []int64{0, 1, 2, 3, 11}) {
+		t.Errorf("keep %v", got)
+	}
+	if got := offs(d.keepWithUndecided); !slices.Equal(got, []int64{0, 1, 2, 3, 9, 10, 11}) {
+		t.Errorf("keep with undecided %v", got)
+	}
+	if d.data != 10 || d.aborted != 3 || d.undecided != 2 {
+		t.Errorf("counts data %d aborted %d undecided %d", d.data, d.aborted, d.undecided)
+	}
+}
+
+func TestListLost(t *testing.T) {
+	dataDir := t.TempDir()
+	for _, l := range []storage.Lost{
+		{Topic: "b", Partition: 1, FirstOffset: 5, LastOffset: 9, Records: 5, Segment: "x.log"},
+		{Topic: "a", Partition: 0, FirstOffset: 300, LastOffset: 419, Records: 120, Segment: "y.log",
+			Epochs: []storage.LostEpoch{{Epoch: 0, FirstOffset: 300, LastOffset: 419, Batches: 1, Records: 120}}},
+	} {
+		dir := filepath.Join(storage.LostFoundDir(dataDir, l.Topic, l.Partition), fmt.Sprintf("%020d-%020d", l.FirstOffset, l.LastOffset+1))
+		os.MkdirAll(dir, 0o755)
+		js, _ := json.Marshal(l)
+		os.WriteFile(filepath.Join(dir, "lost.json"), js, 0o644)
+	}
+	// An interrupted save has no lost.json.
+	os.MkdirAll(filepath.Join(storage.LostFoundDir(dataDir, "a", 0), "partial"), 0o755)
+	rep, err := ListLost(LostOptions{DataDir: dataDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Events) != 2 || rep.Events[0].Topic != "a" || rep.Events[1].Topic != "b" || rep.Events[0].Dir == "" {
+		t.Fatalf("events %+v", rep.Events)
+	}
+	var buf bytes.Buffer
+	if err := rep.WriteTable(&buf); err != nil || !strings.Contains(buf.String(), "a-0") || !strings.Contains(buf.String(), "0:[300..419]") {
+		t.Fatalf("table %q %v", buf.String(), err)
+	}
+	js, _ := json.Marshal(rep)
+	if !bytes.Contains(js, []byte(`"dir":"`)) || !bytes.Contains(js, []byte(`"firstOffset":300`)) {
+		t.Fatalf("json %s", js)
+	}
+	only, _ := ListLost(LostOptions{DataDir: dataDir, Topics: []string{"b"}})
+	if len(only.Events) != 1 {
+		t.Fatalf("filter: %+v", only.Events)
+	}
+	none, err := ListLost(LostOptions{DataDir: t.TempDir()})
+	if err != nil || len(none.Events) != 0 {
+		t.Fatalf("no lost+found: %v %v", none, err)
+	}
+}
+
+func TestExitCodes(t *testing.T) {
+	r := &VerifyReport{Partitions: []PartitionVerify{{Status: StatusMatch}, {Status: StatusError}}}
+	if r.ExitCode() != ExitError {
+		t.Fatal("error not 2")
+	}
+	r.Partitions = append(r.Partitions, PartitionVerify{Status: StatusDiverged})
+	if r.ExitCode() != ExitMismatch {
+		t.Fatal("divergence not 1")
+	}
+	if (&VerifyReport{}).ExitCode() != ExitOK || ExitCodeFor(nil) != ExitOK || ExitCodeFor(&UsageError{"x"}) != ExitError {
+		t.Fatal("ok/usage codes")
+	}
+}
+
+func errorsAs(err error, target any) bool { return errors.As(err, target) }
