@@ -31,6 +31,8 @@ type Options struct {
 	NeedsFaults bool
 	// ReadyTimeout bounds start-up; default 120 s.
 	ReadyTimeout time.Duration
+	// Security adds SSL and SASL listeners to the brokers (security.go).
+	Security *Security
 }
 
 // Cluster is a running test cluster: JVMs started by this process, or an
@@ -53,7 +55,7 @@ const EnvBootstrap = "KFOLLOWER_KAFKA_BOOTSTRAP"
 // never skips it, when Kafka cannot be started.
 func Start(t testing.TB, opts Options) *Cluster {
 	t.Helper()
-	if ext := os.Getenv(EnvBootstrap); ext != "" && !opts.NeedsFaults {
+	if ext := os.Getenv(EnvBootstrap); ext != "" && !opts.NeedsFaults && opts.Security == nil {
 		c := &Cluster{t: t, external: strings.Split(ext, ","), Version: "external"}
 		t.Cleanup(c.closeAdmin)
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -97,7 +99,7 @@ func start(t testing.TB, opts Options) (*Cluster, error) {
 	default:
 		return nil, fmt.Errorf("unknown layout %d", opts.Layout)
 	}
-	ports, err := freePorts(2*len(ids) + 1)
+	ports, err := freePorts(2*len(ids) + 1 + len(ids)*opts.Security.extraPorts())
 	if err != nil {
 		return nil, err
 	}
@@ -108,6 +110,7 @@ func start(t testing.TB, opts Options) (*Cluster, error) {
 		if n.controller {
 			n.ControllerPort = next()
 		}
+		opts.Security.assignPorts(n, next)
 		c.nodes = append(c.nodes, n)
 	}
 	if ctl >= 0 {
@@ -134,7 +137,9 @@ func start(t testing.TB, opts Options) (*Cluster, error) {
 		if err := os.WriteFile(filepath.Join(n.Dir, "log4j2.properties"), []byte(log4jConfig), 0o644); err != nil {
 			return nil, fmt.Errorf("writing log4j config for node %d: %w", n.ID, err)
 		}
-		if err := writeProperties(n.config, nodeProps(n, strings.Join(voters, ","), opts.Config)); err != nil {
+		props := nodeProps(n, strings.Join(voters, ","), opts.Config)
+		opts.Security.apply(n, props)
+		if err := writeProperties(n.config, props); err != nil {
 			return nil, err
 		}
 	}

@@ -18,6 +18,8 @@ type Node struct {
 	Dir            string // everything of this node: config, data, out.log
 	Port           int    // PLAINTEXT listener; 0 on a controller-only node
 	ControllerPort int    // CONTROLLER listener; 0 on a broker-only node
+	SSLPort        int    // SSL listener, with Options.Security.TLS; else 0
+	SASLPort       int    // SASL_PLAINTEXT listener, with Options.Security.SASL; else 0
 
 	broker, controller bool
 	lib                string
