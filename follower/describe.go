@@ -61,6 +61,10 @@ func (e *GapEvent) String() string {
 	return s + " history-kept"
 }
 
+func (e *ConformanceEvent) String() string {
+	return fmt.Sprintf("conformance %s/%d %s leader-epoch=%d: %s", e.Topic, e.Partition, e.Check, e.LeaderEpoch, e.Evidence)
+}
+
 // String renders rd one item a line, in the order the driver carries it
 // out.
 func (rd Ready) String() string {

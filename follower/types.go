@@ -184,7 +184,8 @@ func (*TruncateTo) isAction()              {}
 func (*TruncateFullyAndStartAt) isAction() {}
 func (*Append) isAction()                  {}
 
-// Event is something to log and count: *TruncationEvent or *GapEvent.
+// Event is something to log and count: *TruncationEvent, *GapEvent or
+// *ConformanceEvent.
 type Event interface{ isEvent() }
 
 // Cause says what revealed a divergence.
@@ -260,8 +261,69 @@ type GapEvent struct {
 	DiscardedFrom, DiscardedTo int64
 }
 
-func (*TruncationEvent) isEvent() {}
-func (*GapEvent) isEvent()        {}
+// Check names a conformance check: a broker answer that the protocol or
+// the data we hold says cannot be right (issue: "validate leader-epoch
+// behaviour of real brokers"). A check never changes what kfollower does;
+// it reports the evidence.
+type Check uint8
+
+const (
+	// CheckEpochAnswer: an OffsetsForLeaderEpoch answer names an epoch
+	// above the one asked (endOffsetFor returns the largest epoch <= the
+	// requested one, kafka-internals.md §2.1), or says an epoch we hold
+	// batches of ends at or before our first batch of it, which no leader
+	// that ever held those batches can say.
+	CheckEpochAnswer Check = iota + 1
+	// CheckMetadataEpochBackwards: a broker's Metadata names a lower
+	// leader epoch for a partition than the same broker named before
+	// (KIP-320: epochs only grow). Checked by the driver.
+	CheckMetadataEpochBackwards
+	// CheckHighWatermarkBackwards: within one leader epoch the leader's
+	// high watermark went down (Partition.maybeIncrementLeaderHW only
+	// moves it up).
+	CheckHighWatermarkBackwards
+	// CheckBatchEpochAboveLeader: a fetched batch carries a partition
+	// leader epoch above the leader epoch the fetch was fenced with
+	// (KIP-320): a leader stamps its own epoch. Checked by the driver.
+	CheckBatchEpochAboveLeader
+	// CheckUndefinedAnswer: (-1, -1) for an epoch between 0 and the
+	// leader's current epoch. A leader records its epoch when elected
+	// (Partition.makeLeader, §2.5), so it always has an answer there.
+	CheckUndefinedAnswer
+)
+
+var checkNames = [...]string{
+	CheckEpochAnswer:            "epoch_answer_contradicts_log",
+	CheckMetadataEpochBackwards: "metadata_epoch_backwards",
+	CheckHighWatermarkBackwards: "high_watermark_backwards",
+	CheckBatchEpochAboveLeader:  "batch_epoch_above_leader_epoch",
+	CheckUndefinedAnswer:        "undefined_epoch_answer",
+}
+
+func (c Check) String() string {
+	if int(c) < len(checkNames) && checkNames[c] != "" {
+		return checkNames[c]
+	}
+	return "check(?)"
+}
+
+// Checks lists every conformance check, for metrics.
+func Checks() []Check {
+	return []Check{CheckEpochAnswer, CheckMetadataEpochBackwards, CheckHighWatermarkBackwards, CheckBatchEpochAboveLeader, CheckUndefinedAnswer}
+}
+
+// ConformanceEvent reports a failed conformance check with its evidence.
+type ConformanceEvent struct {
+	Topic       string
+	Partition   int32
+	Check       Check
+	LeaderEpoch int32  // our current leader epoch when it was seen
+	Evidence    string // what was asked, answered and held
+}
+
+func (*TruncationEvent) isEvent()  {}
+func (*GapEvent) isEvent()         {}
+func (*ConformanceEvent) isEvent() {}
 
 // Ready is the work a partition wants done. The driver carries it out in
 // this order and then calls Advance (or steps ActionFailed):

@@ -31,6 +31,11 @@ type Manager struct {
 	seen    map[wire.TopicPartition]follower.LeaderChange // last leader metadata named, for OnLeaderChange
 
 	refresh chan struct{} // asks Run for early metadata; buffered 1
+	// metaEpochs is the highest leader epoch each broker's Metadata named
+	// per partition, for follower.CheckMetadataEpochBackwards. Owned by Run.
+	metaEpochs map[int32]map[wire.TopicPartition]int32
+	metaRound  int
+	brokers    []int32 // from the last Metadata, asked in turn
 
 	mu       sync.Mutex // guards ids, statuses and metaLoaded, read by other goroutines
 	ids      map[string]wire.TopicID
@@ -48,15 +53,16 @@ func New(cfg Config) (*Manager, error) {
 	}
 	cfg.withDefaults()
 	return &Manager{
-		cfg:      cfg,
-		workers:  map[int32]*worker{},
-		owner:    map[wire.TopicPartition]int32{},
-		parked:   map[wire.TopicPartition]*part{},
-		failed:   map[wire.TopicPartition]string{},
-		seen:     map[wire.TopicPartition]follower.LeaderChange{},
-		refresh:  make(chan struct{}, 1),
-		ids:      map[string]wire.TopicID{},
-		statuses: map[wire.TopicPartition]Status{},
+		cfg:        cfg,
+		workers:    map[int32]*worker{},
+		owner:      map[wire.TopicPartition]int32{},
+		parked:     map[wire.TopicPartition]*part{},
+		failed:     map[wire.TopicPartition]string{},
+		seen:       map[wire.TopicPartition]follower.LeaderChange{},
+		refresh:    make(chan struct{}, 1),
+		metaEpochs: map[int32]map[wire.TopicPartition]int32{},
+		ids:        map[string]wire.TopicID{},
+		statuses:   map[wire.TopicPartition]Status{},
 	}, nil
 }
 
@@ -120,10 +126,29 @@ func (m *Manager) refreshMetadata(ctx, wctx context.Context) error {
 	req.Topics = nil // all topics, so a topic created later and selected by Follow is picked up
 	rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	resp, err := req.RequestWith(rctx, m.cfg.Client)
-	if err != nil {
-		return fmt.Errorf("metadata: %w", err)
+	// Ask the known brokers in turn, so each one's answers can be checked
+	// against its own earlier ones; before any is known, any broker.
+	from := int32(-1)
+	var resp *kmsg.MetadataResponse
+	if len(m.brokers) > 0 {
+		id := m.brokers[m.metaRound%len(m.brokers)]
+		m.metaRound++
+		if r, err := m.cfg.Client.Broker(int(id)).Request(rctx, req); err == nil {
+			resp, from = r.(*kmsg.MetadataResponse), id
+		}
 	}
+	if resp == nil {
+		r, err := req.RequestWith(rctx, m.cfg.Client)
+		if err != nil {
+			return fmt.Errorf("metadata: %w", err)
+		}
+		resp = r
+	}
+	m.brokers = m.brokers[:0]
+	for _, b := range resp.Brokers {
+		m.brokers = append(m.brokers, b.NodeID)
+	}
+	sort.Slice(m.brokers, func(i, j int) bool { return m.brokers[i] < m.brokers[j] })
 	ids := map[string]wire.TopicID{}
 	for _, t := range resp.Topics {
 		if t.Topic == nil || !m.cfg.Follow(*t.Topic) {
@@ -141,6 +166,7 @@ func (m *Manager) refreshMetadata(ctx, wctx context.Context) error {
 			if kerr.ErrorForCode(pm.ErrorCode) != nil {
 				leader = -1
 			}
+			m.checkMetadataEpoch(from, tp, epoch)
 			m.place(wctx, tp, t.TopicID, follower.LeaderChange{Leader: leader, LeaderEpoch: epoch})
 		}
 	}
@@ -151,6 +177,28 @@ func (m *Manager) refreshMetadata(ctx, wctx context.Context) error {
 	m.loaded = true
 	m.mu.Unlock()
 	return nil
+}
+
+// checkMetadataEpoch reports a broker whose Metadata names a lower leader
+// epoch than it named before (follower.CheckMetadataEpochBackwards). Other
+// brokers may lag behind each other; one broker must not go back.
+func (m *Manager) checkMetadataEpoch(broker int32, tp wire.TopicPartition, epoch int32) {
+	if broker < 0 || epoch < 0 {
+		return
+	}
+	seen := m.metaEpochs[broker]
+	if seen == nil {
+		seen = map[wire.TopicPartition]int32{}
+		m.metaEpochs[broker] = seen
+	}
+	if prev, ok := seen[tp]; ok && epoch < prev {
+		e := &follower.ConformanceEvent{Topic: tp.Topic, Partition: tp.Partition, Check: follower.CheckMetadataEpochBackwards,
+			LeaderEpoch: prev, Evidence: fmt.Sprintf("broker %d's Metadata named leader epoch %d after %d", broker, epoch, prev)}
+		logConformance(&m.cfg, e)
+		m.cfg.OnEvent(e)
+		return
+	}
+	seen[tp] = epoch
 }
 
 // place gives tp to its leader's worker, opening its log the first time.

@@ -94,6 +94,7 @@ func (p *part) apply(cfg *Config, actions []follower.Action) (lost []storage.Los
 			// again. A batch that fails its CRC stops the run there: the
 			// valid prefix is kept and the error reported as corrupt.
 			whole, werr := batch.Whole(a.Records)
+			p.checkBatchEpochs(cfg, whole)
 			if len(whole) > 0 {
 				if err := p.log.Append(whole); err != nil {
 					return lost, bytes, records, err
@@ -109,6 +110,24 @@ func (p *part) apply(cfg *Config, actions []follower.Action) (lost []storage.Los
 		}
 	}
 	return lost, bytes, records, nil
+}
+
+// checkBatchEpochs reports batches stamped with a leader epoch above the one
+// the fetch was fenced with (KIP-320): a leader stamps its own epoch, so
+// none can be higher (follower.CheckBatchEpochAboveLeader). The current
+// epoch can only have grown since the fetch left, so this never misfires.
+func (p *part) checkBatchEpochs(cfg *Config, whole []byte) {
+	epoch := p.sm.Status().LeaderEpoch
+	s := batch.NewScanner(whole)
+	for s.Next() {
+		if h := s.Header(); h.PartitionLeaderEpoch > epoch {
+			p.report(cfg, &follower.ConformanceEvent{
+				Topic: p.tp.Topic, Partition: p.tp.Partition, Check: follower.CheckBatchEpochAboveLeader, LeaderEpoch: epoch,
+				Evidence: fmt.Sprintf("batch at offset %d carries leader epoch %d; the fetch was fenced at epoch %d", h.BaseOffset, h.PartitionLeaderEpoch, epoch),
+			}, nil)
+			return
+		}
+	}
 }
 
 func countRecords(whole []byte) int64 {
@@ -141,6 +160,8 @@ func (p *part) report(cfg *Config, e follower.Event, lost []storage.Lost) {
 	case *follower.GapEvent:
 		cfg.Logger.Warn("retention gap: the leader deleted offsets before we copied them",
 			"partition", p.tp.String(), "from", e.From, "to", e.To, "discarded", e.Discarded)
+	case *follower.ConformanceEvent:
+		logConformance(cfg, e)
 	}
 	cfg.OnEvent(e)
 }
@@ -151,4 +172,10 @@ func lostDirs(ls []storage.Lost) []string {
 		ds = append(ds, l.Dir)
 	}
 	return ds
+}
+
+func logConformance(cfg *Config, e *follower.ConformanceEvent) {
+	cfg.Logger.Warn("conformance check failed: a broker answer the protocol rules out",
+		"partition", fmt.Sprintf("%s-%d", e.Topic, e.Partition), "check", e.Check.String(),
+		"leader_epoch", e.LeaderEpoch, "evidence", e.Evidence)
 }

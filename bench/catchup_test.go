@@ -1,0 +1,170 @@
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/kfollower/kfollower/follower"
+	"github.com/kfollower/kfollower/follower/fetcher"
+	"github.com/kfollower/kfollower/integration/kafka"
+	"github.com/kfollower/kfollower/storage"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// BenchmarkCatchUp copies a ~1 GiB, 8-partition topic from a local 3-broker
+// cluster into an empty data dir, beside a franz-go consumer reading the
+// same data to nowhere in the same run: the ceiling without a disk. Each is
+// run twice, alternating, and the better run of each is reported, with the
+// ratio kfollower/consumer (1.0 = as fast as the consumer).
+func BenchmarkCatchUp(b *testing.B) {
+	ctx := context.Background()
+	c := kafka.Start(b, kafka.Options{})
+	const topic, partitions = "catchup", 8
+	const valueSize, records = 16 << 10, 64 << 10 // 1 GiB of values
+	var assign [][]int32
+	for p := range partitions {
+		assign = append(assign, []int32{int32(p%3 + 1)})
+	}
+	c.CreateTopic(ctx, topic, assign, nil)
+	total := fill(ctx, b, c, topic, partitions, valueSize, records)
+	b.Logf("topic %s: %d partitions, %.0f MiB on disk", topic, partitions, float64(total)/(1<<20))
+
+	var best [3]time.Duration
+	for round := range 2 {
+		for i, run := range []func() time.Duration{
+			func() time.Duration { return consumeAll(ctx, b, c, topic, partitions, records) },
+			func() time.Duration { return follow(ctx, b, c, topic, partitions, total, storage.FlushOS) },
+			func() time.Duration { return follow(ctx, b, c, topic, partitions, total, storage.FlushEveryAppend) },
+		} {
+			d := run()
+			b.Logf("round %d, run %d: %v", round, i, d)
+			if best[i] == 0 || d < best[i] {
+				best[i] = d
+			}
+		}
+	}
+	mb := float64(total) / (1 << 20)
+	b.ReportMetric(mb/best[0].Seconds(), "consumer-MB/s")
+	b.ReportMetric(mb/best[1].Seconds(), "kfollower-MB/s")
+	b.ReportMetric(mb/best[2].Seconds(), "kfollower-fsync-MB/s")
+	b.ReportMetric(best[0].Seconds()/best[1].Seconds(), "ratio-vs-consumer")
+	b.ReportMetric(best[0].Seconds()/best[2].Seconds(), "fsync-ratio-vs-consumer")
+}
+
+// fill produces records of valueSize random bytes (incompressible) spread
+// over the partitions and returns the bytes the leaders hold.
+func fill(ctx context.Context, b *testing.B, c *kafka.Cluster, topic string, partitions, valueSize, records int) int64 {
+	cl := c.Client(kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
+		kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite(),
+		kgo.ProducerLinger(5*time.Millisecond), kgo.ProducerBatchMaxBytes(1<<20), kgo.MaxBufferedBytes(64<<20))
+	val := make([]byte, valueSize)
+	_, _ = rand.Read(val)
+	var failed atomic.Value
+	for range records {
+		cl.Produce(ctx, &kgo.Record{Value: val}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				failed.Store(err)
+			}
+		})
+	}
+	if err := cl.Flush(ctx); err != nil {
+		b.Fatal(err)
+	}
+	if err, _ := failed.Load().(error); err != nil {
+		b.Fatalf("producing: %v", err)
+	}
+	ends, err := c.Admin().ListEndOffsets(ctx, topic)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var n int64
+	ends.Each(func(o kadm.ListedOffset) { n += o.Offset })
+	if n != int64(records) {
+		b.Fatalf("the topic holds %d records, want %d", n, records)
+	}
+	// The bytes to copy: what the leaders hold on disk.
+	var size int64
+	for p := range partitions {
+		logs, _ := filepath.Glob(filepath.Join(c.Node(int32(p%3+1)).DataDir(), fmt.Sprintf("%s-%d", topic, p), "*.log"))
+		for _, l := range logs {
+			fi, err := os.Stat(l)
+			if err != nil {
+				b.Fatal(err)
+			}
+			size += fi.Size()
+		}
+	}
+	return size
+}
+
+// consumeAll reads every record with a franz-go consumer and drops it.
+func consumeAll(ctx context.Context, b *testing.B, c *kafka.Cluster, topic string, partitions, records int) time.Duration {
+	offs := map[int32]kgo.Offset{}
+	for p := range partitions {
+		offs[int32(p)] = kgo.NewOffset().AtStart()
+	}
+	cl := c.Client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offs}),
+		kgo.FetchMaxBytes(64<<20), kgo.FetchMaxPartitionBytes(8<<20))
+	defer cl.Close()
+	start := time.Now()
+	n := 0
+	for n < records {
+		fs := cl.PollFetches(ctx)
+		if err := fs.Err0(); err != nil {
+			b.Fatal(err)
+		}
+		n += fs.NumRecords()
+	}
+	return time.Since(start)
+}
+
+// follow copies the topic with kfollower into a new data dir until every
+// partition has caught up with its leader.
+func follow(ctx context.Context, b *testing.B, c *kafka.Cluster, topic string, partitions int, total int64, flush storage.FlushPolicy) time.Duration {
+	dir, err := os.MkdirTemp("", "kfollower-bench-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	cl := c.Client()
+	ends, err := c.Admin().ListEndOffsets(ctx, topic)
+	if err != nil {
+		b.Fatal(err)
+	}
+	m, err := fetcher.New(fetcher.Config{
+		Client: cl, DataDir: dir, Storage: storage.Options{Flush: flush},
+		Follow:  func(t string) bool { return t == topic },
+		Backoff: follower.BackoffPolicy{Base: 20 * time.Millisecond, Max: time.Second},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() { done <- m.Run(rctx) }()
+	defer func() { cancel(); <-done }()
+	for {
+		caughtUp := 0
+		for _, st := range m.Statuses() {
+			if o, ok := ends.Lookup(topic, st.Partition); ok && st.LogEndOffset == o.Offset {
+				caughtUp++
+			}
+		}
+		if caughtUp == partitions {
+			return time.Since(start)
+		}
+		if time.Since(start) > 10*time.Minute {
+			b.Fatalf("kfollower did not catch up in 10 minutes: %+v", m.Statuses())
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+

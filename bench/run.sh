@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Runs kfollower's benchmarks against a real local Kafka cluster (started by
+# the test harness) and prints their figures. Each benchmark runs once
+# (-benchtime 1x): one iteration copies about 1 GiB.
+#   bench/run.sh               all benchmarks
+#   bench/run.sh CatchUp       one of them
+set -euo pipefail
+cd "$(dirname "$0")/.."
+go test -run '^$' -bench "${1:-.}" -benchtime 1x -timeout 60m -v ./bench/
