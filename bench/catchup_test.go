@@ -167,4 +167,3 @@ func follow(ctx context.Context, b *testing.B, c *kafka.Cluster, topic string, p
 		time.Sleep(2 * time.Millisecond)
 	}
 }
-
