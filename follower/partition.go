@@ -149,8 +149,12 @@ func (p *Partition) Step(now time.Time, m Msg) error {
 			p.stop(m.Err)
 		}
 	case Tick:
-		if p.state == StateBackoff && !now.Before(p.wakeAt) {
+		switch {
+		case p.state == StateBackoff && !now.Before(p.wakeAt):
 			p.state, p.wakeAt = p.resume, time.Time{}
+		case p.state == StateFenced && !now.Before(p.wakeAt):
+			p.wakeAt = time.Time{}
+			p.startReconcile(CauseEpochReply, -1)
 		}
 	case Stop:
 		p.stop(nil)
@@ -534,9 +538,15 @@ func (p *Partition) fail(now time.Time, r Reaction, err error) {
 	switch r {
 	case Fence:
 		// KIP-320 / Kafka's onPartitionFenced: the broker knows a newer
-		// epoch than ours; only new metadata can help.
+		// epoch than ours, so new metadata should bring it. Unlike a broker
+		// follower, which the controller tells of every new epoch, we only
+		// learn it from Metadata, which may come from a lagging broker or
+		// the fence may have come from a stale one: after a backoff we
+		// reconcile again with the epoch we have rather than wait forever.
 		p.state = StateFenced
 		p.out.RefreshMetadata = true
+		p.attempts++
+		p.wakeAt = now.Add(p.cfg.Backoff.Delay(p.attempts, jitterFor(p.cfg.JitterSeed, p.attempts)))
 	default:
 		if r == RefreshAndRetry {
 			p.out.RefreshMetadata = true
@@ -648,7 +658,7 @@ func (p *Partition) Advance(rd Ready) {
 
 // NextWake returns when the partition wants a Tick (zero: no timer needed).
 func (p *Partition) NextWake() time.Time {
-	if p.state == StateBackoff {
+	if p.state == StateBackoff || p.state == StateFenced {
 		return p.wakeAt
 	}
 	return time.Time{}

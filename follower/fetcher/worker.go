@@ -156,7 +156,9 @@ func (w *worker) handle(msg any, now time.Time) {
 			if id, ok := w.flight.idFor(msg.tp); ok {
 				_ = p.sm.Step(now, follower.RequestFailed{ID: id, Err: fmt.Errorf("%s moved away from broker %d", msg.tp, w.id)})
 			}
-			p.pending = nil
+			// A request not yet sent travels with the partition: it may
+			// be addressed to the new leader already (a KIP-951 hint got
+			// here before the metadata did).
 			w.m.publish(p)
 		}
 		msg.reply <- p
@@ -182,9 +184,6 @@ func (w *worker) processAll(now time.Time) {
 func (w *worker) nextWake() (time.Time, bool) {
 	var at time.Time
 	for _, p := range w.parts {
-		if p.sm.State() != follower.StateBackoff {
-			continue
-		}
 		if t := p.sm.NextWake(); !t.IsZero() && (at.IsZero() || t.Before(at)) {
 			at = t
 		}
