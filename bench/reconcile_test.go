@@ -1,0 +1,107 @@
+package bench
+
+import (
+	"context"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/kfollower/kfollower/follower"
+	"github.com/kfollower/kfollower/follower/fetcher"
+	"github.com/kfollower/kfollower/integration/kafka"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// BenchmarkReconcile1000 follows 1,000 partitions led by broker 1, then
+// moves every leader at once with a controlled shutdown of broker 1, and
+// measures how long kfollower takes from the first partition seeing a new
+// leader epoch until all 1,000 are reconciled and fetching again, and how
+// many OffsetsForLeaderEpoch requests that took (one per broker per round
+// is the target, as Kafka's own fetcher threads batch them).
+func BenchmarkReconcile1000(b *testing.B) {
+	ctx := context.Background()
+	c := kafka.Start(b, kafka.Options{NeedsFaults: true})
+	const topic, partitions = "many", 1000
+	assign := make([][]int32, partitions)
+	for p := range assign {
+		assign[p] = []int32{1, 2 + int32(p%2), 3 - int32(p%2)}
+	}
+	c.CreateTopic(ctx, topic, assign, nil)
+	cl := c.Client(kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	var rs []*kgo.Record
+	for p := range partitions {
+		rs = append(rs, &kgo.Record{Partition: int32(p), Value: []byte("x")})
+	}
+	if err := cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+		b.Fatal(err)
+	}
+
+	dir, err := os.MkdirTemp("", "kfollower-bench-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	var epochQueries, epochPartitions atomic.Int64
+	m, err := fetcher.New(fetcher.Config{
+		Client: c.Client(), DataDir: dir, MetadataInterval: time.Second,
+		Follow:  func(t string) bool { return t == topic },
+		Backoff: follower.BackoffPolicy{Base: 20 * time.Millisecond, Max: time.Second},
+		OnFetch: func(s fetcher.FetchStats) {
+			if s.Kind == "offsets_for_leader_epoch" {
+				epochQueries.Add(1)
+				epochPartitions.Add(int64(s.Partitions))
+			}
+		},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- m.Run(rctx) }()
+	defer func() { cancel(); <-done }()
+	waitAll(b, m, partitions, func(s fetcher.Status) bool { return s.State == "fetching" && s.LogEndOffset == 1 })
+	b.Logf("following %d partitions; %d epoch queries for the first reconciliation", partitions, epochQueries.Load())
+
+	epochQueries.Store(0)
+	epochPartitions.Store(0)
+	stopped := time.Now()
+	c.Stop(1) // controlled shutdown: every leader moves at once
+	var first time.Time
+	for first.IsZero() {
+		for _, s := range m.Statuses() {
+			if s.LeaderEpoch > 0 {
+				first = time.Now()
+				break
+			}
+		}
+		time.Sleep(time.Millisecond)
+	}
+	waitAll(b, m, partitions, func(s fetcher.Status) bool { return s.LeaderEpoch > 0 && s.State == "fetching" })
+	d := time.Since(first)
+	b.ReportMetric(d.Seconds()*1000, "ms-to-reconcile")
+	b.ReportMetric(time.Since(stopped).Seconds()*1000, "ms-since-shutdown-began")
+	b.ReportMetric(float64(epochQueries.Load()), "epoch-requests")
+	b.ReportMetric(float64(epochPartitions.Load())/float64(partitions), "epoch-queries-per-partition")
+}
+
+func waitAll(b *testing.B, m *fetcher.Manager, n int, cond func(fetcher.Status) bool) {
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		ok := 0
+		ss := m.Statuses()
+		for _, s := range ss {
+			if cond(s) {
+				ok++
+			}
+		}
+		if ok == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%d of %d partitions met the condition", ok, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
