@@ -504,7 +504,7 @@ func (r *LineageReport) WriteTable(w io.Writer) error {
 		if i > 0 {
 			fmt.Fprintln(tw)
 		}
-		fmt.Fprintf(tw, "%s-%d\tleader %d, epoch %d, log %d..%d", p.Topic, p.Partition, p.Leader, p.LeaderEpoch, p.LeaderLogStart, p.LeaderLogEnd)
+		fmt.Fprintf(tw, "%s-%d  leader %d, epoch %d, log %d..%d", p.Topic, p.Partition, p.Leader, p.LeaderEpoch, p.LeaderLogStart, p.LeaderLogEnd)
 		if p.HasLocal {
 			fmt.Fprintf(tw, "; local log end %d", p.LocalLogEnd)
 		}
