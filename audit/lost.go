@@ -95,6 +95,10 @@ func ListLost(opts LostOptions) (*LostReport, error) {
 
 // WriteTable renders one line per event.
 func (r *LostReport) WriteTable(w io.Writer) error {
+	if len(r.Events) == 0 {
+		_, err := fmt.Fprintln(w, "no lost+found events")
+		return err
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PARTITION\tOFFSETS\tEPOCHS\tBATCHES\tRECORDS\tBYTES\tSAVED\tDIR\t")
 	for _, e := range r.Events {
@@ -104,9 +108,6 @@ func (r *LostReport) WriteTable(w io.Writer) error {
 		}
 		fmt.Fprintf(tw, "%s-%d\t[%d..%d]\t%s\t%d\t%d\t%d\t%s\t%s\t\n", e.Topic, e.Partition, e.FirstOffset, e.LastOffset,
 			strings.Join(eps, " "), e.Batches, e.Records, e.Bytes, e.SavedAt.UTC().Format(time.RFC3339), e.Dir)
-	}
-	if len(r.Events) == 0 {
-		fmt.Fprintln(tw, "no lost+found events")
 	}
 	return tw.Flush()
 }
