@@ -90,20 +90,27 @@ func (p *part) apply(cfg *Config, actions []follower.Action) (lost []storage.Los
 				return lost, bytes, records, err
 			}
 		case *follower.Append:
-			// A fetch response may cut its last batch; drop it, fetch it
-			// again. A batch that fails its CRC stops the run there: the
-			// valid prefix is kept and the error reported as corrupt.
-			whole, werr := batch.Whole(a.Records)
-			p.checkBatchEpochs(cfg, whole)
+			// One pass over the headers: drop a partial last batch (a
+			// fetch response may cut it; it is fetched again), count
+			// records, check epochs. The CRCs are checked once, by
+			// storage.Append, which writes nothing of a run with a bad one.
+			s := batch.NewFrameScanner(a.Records)
+			var n int64
+			for s.Next() {
+				h := s.Header()
+				n += int64(h.RecordCount)
+				p.checkBatchEpoch(cfg, h)
+			}
+			whole := a.Records[:s.Valid()]
 			if len(whole) > 0 {
 				if err := p.log.Append(whole); err != nil {
 					return lost, bytes, records, err
 				}
 				bytes += int64(len(whole))
-				records += countRecords(whole)
+				records += n
 			}
-			if werr != nil {
-				return lost, bytes, records, fmt.Errorf("fetched batch for %s at offset %d: %w", p.tp, a.Offset, werr)
+			if err := s.Err(); err != nil {
+				return lost, bytes, records, fmt.Errorf("fetched batch for %s at offset %d: %w", p.tp, a.Offset, err)
 			}
 		default:
 			return lost, bytes, records, fmt.Errorf("%s: unknown storage action %T", p.tp, a)
@@ -112,32 +119,19 @@ func (p *part) apply(cfg *Config, actions []follower.Action) (lost []storage.Los
 	return lost, bytes, records, nil
 }
 
-// checkBatchEpochs reports batches stamped with a leader epoch above the one
+// checkBatchEpoch reports a batch stamped with a leader epoch above the one
 // the fetch was fenced with (KIP-320): a leader stamps its own epoch, so
 // none can be higher (follower.CheckBatchEpochAboveLeader). The current
 // epoch can only have grown since the fetch left, so this never misfires.
-func (p *part) checkBatchEpochs(cfg *Config, whole []byte) {
-	epoch := p.sm.Status().LeaderEpoch
-	s := batch.NewScanner(whole)
-	for s.Next() {
-		if h := s.Header(); h.PartitionLeaderEpoch > epoch {
-			p.report(cfg, &follower.ConformanceEvent{
-				Topic: p.tp.Topic, Partition: p.tp.Partition, Check: follower.CheckBatchEpochAboveLeader, LeaderEpoch: epoch,
-				Evidence: fmt.Sprintf("batch at offset %d carries leader epoch %d; the fetch was fenced at epoch %d", h.BaseOffset, h.PartitionLeaderEpoch, epoch),
-			}, nil)
-			return
-		}
+func (p *part) checkBatchEpoch(cfg *Config, h batch.Header) {
+	if epoch := p.sm.Status().LeaderEpoch; h.PartitionLeaderEpoch > epoch {
+		p.report(cfg, &follower.ConformanceEvent{
+			Topic: p.tp.Topic, Partition: p.tp.Partition, Check: follower.CheckBatchEpochAboveLeader, LeaderEpoch: epoch,
+			Evidence: fmt.Sprintf("batch at offset %d carries leader epoch %d; the fetch was fenced at epoch %d", h.BaseOffset, h.PartitionLeaderEpoch, epoch),
+		}, nil)
 	}
 }
 
-func countRecords(whole []byte) int64 {
-	var n int64
-	s := batch.NewScanner(whole)
-	for s.Next() {
-		n += int64(s.Header().RecordCount)
-	}
-	return n
-}
 
 // report fills in what storage knows of an event, logs it and hands it on.
 func (p *part) report(cfg *Config, e follower.Event, lost []storage.Lost) {
@@ -178,4 +172,15 @@ func logConformance(cfg *Config, e *follower.ConformanceEvent) {
 	cfg.Logger.Warn("conformance check failed: a broker answer the protocol rules out",
 		"partition", fmt.Sprintf("%s-%d", e.Topic, e.Partition), "check", e.Check.String(),
 		"leader_epoch", e.LeaderEpoch, "evidence", e.Evidence)
+}
+
+// countRecords counts the records of the whole batches in raw from their
+// headers alone (no CRC: that is storage's to check).
+func countRecords(raw []byte) int64 {
+	var n int64
+	s := batch.NewFrameScanner(raw)
+	for s.Next() {
+		n += int64(s.Header().RecordCount)
+	}
+	return n
 }
