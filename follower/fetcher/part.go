@@ -132,7 +132,6 @@ func (p *part) checkBatchEpoch(cfg *Config, h batch.Header) {
 	}
 }
 
-
 // report fills in what storage knows of an event, logs it and hands it on.
 func (p *part) report(cfg *Config, e follower.Event, lost []storage.Lost) {
 	switch e := e.(type) {
