@@ -3,12 +3,31 @@ package main
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/kfollower/kfollower/follower/fetcher"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 )
+
+// dropPrefix gathers g without the families whose names start with prefix.
+type dropPrefix struct {
+	g      prometheus.Gatherer
+	prefix string
+}
+
+func (d dropPrefix) Gather() ([]*dto.MetricFamily, error) {
+	mfs, err := d.g.Gather()
+	out := mfs[:0]
+	for _, mf := range mfs {
+		if !strings.HasPrefix(mf.GetName(), d.prefix) {
+			out = append(out, mf)
+		}
+	}
+	return out, err
+}
 
 // statusDoc is the /status document.
 type statusDoc struct {
@@ -17,9 +36,9 @@ type statusDoc struct {
 	Partitions []fetcher.Status `json:"partitions"`
 }
 
-func newMux(reg *prometheus.Registry, mgr *fetcher.Manager) *http.ServeMux {
+func newMux(g prometheus.Gatherer, mgr *fetcher.Manager) *http.ServeMux {
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg, ErrorHandling: promhttp.ContinueOnError}))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Write([]byte("ok\n"))
 	})
