@@ -28,6 +28,7 @@ type Manager struct {
 	owner   map[wire.TopicPartition]int32 // worker holding it; absent: parked
 	parked  map[wire.TopicPartition]*part // no leader yet, held by Run
 	failed  map[wire.TopicPartition]string
+	retired map[string]bool                               // topics recreated under us: no longer followed
 	seen    map[wire.TopicPartition]follower.LeaderChange // last leader metadata named, for OnLeaderChange
 
 	refresh chan struct{} // asks Run for early metadata; buffered 1
@@ -58,6 +59,7 @@ func New(cfg Config) (*Manager, error) {
 		owner:      map[wire.TopicPartition]int32{},
 		parked:     map[wire.TopicPartition]*part{},
 		failed:     map[wire.TopicPartition]string{},
+		retired:    map[string]bool{},
 		seen:       map[wire.TopicPartition]follower.LeaderChange{},
 		refresh:    make(chan struct{}, 1),
 		metaEpochs: map[int32]map[wire.TopicPartition]int32{},
@@ -159,6 +161,19 @@ func (m *Manager) refreshMetadata(ctx, wctx context.Context) error {
 			m.cfg.Logger.Warn("metadata names an error for a followed topic", "topic", topic, "err", err)
 			continue
 		}
+		if m.retired[topic] {
+			continue
+		}
+		if old, ok := m.knownID(topic); ok && old != t.TopicID {
+			// The topic was deleted and created again under the same name:
+			// its offsets start over and its data is another topic's.
+			// Following on would report the new topic as loss of the old
+			// one and mix the two in one log, so those partitions stop;
+			// their data stays on disk for the operator.
+			m.retire(wctx, topic, fmt.Errorf("topic %s was recreated (id %s, was %s); its partitions stopped, data kept in %s",
+				topic, storage.TopicID(t.TopicID), storage.TopicID(old), m.cfg.DataDir))
+			continue
+		}
 		ids[topic] = t.TopicID
 		for _, pm := range t.Partitions {
 			tp := wire.TopicPartition{Topic: topic, Partition: pm.Partition}
@@ -177,6 +192,60 @@ func (m *Manager) refreshMetadata(ctx, wctx context.Context) error {
 	m.loaded = true
 	m.mu.Unlock()
 	return nil
+}
+
+// knownID is the topic id seen in earlier Metadata.
+func (m *Manager) knownID(topic string) (wire.TopicID, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	id, ok := m.ids[topic]
+	return id, ok
+}
+
+// retire stops every partition of topic for good: each is taken back from
+// its worker (or the parked set), stopped, closed and marked failed.
+func (m *Manager) retire(wctx context.Context, topic string, why error) {
+	var tps []wire.TopicPartition
+	for tp := range m.owner {
+		if tp.Topic == topic {
+			tps = append(tps, tp)
+		}
+	}
+	for tp := range m.parked {
+		if tp.Topic == topic {
+			tps = append(tps, tp)
+		}
+	}
+	for _, tp := range tps {
+		var p *part
+		if owner, ok := m.owner[tp]; ok {
+			reply := make(chan *part, 1)
+			if !m.send(wctx, m.workers[owner], release{tp, reply}) {
+				return
+			}
+			p = <-reply
+			delete(m.owner, tp)
+		} else {
+			p = m.parked[tp]
+			delete(m.parked, tp)
+		}
+		if p == nil {
+			continue
+		}
+		_ = p.sm.Step(m.cfg.Now(), follower.Stop{})
+		m.publish(p) // keep what the status says of the log we hold
+		if err := p.log.Close(); err != nil {
+			m.cfg.Logger.Error("closing log", "partition", tp.String(), "err", err)
+		}
+		m.failed[tp] = why.Error()
+		m.mu.Lock()
+		st := m.statuses[tp]
+		st.State, st.Error, st.Reconciled = "failed", why.Error(), false
+		m.statuses[tp] = st
+		m.mu.Unlock()
+	}
+	m.retired[topic] = true
+	m.cfg.Logger.Error("stopped following a topic", "topic", topic, "err", why)
 }
 
 // checkMetadataEpoch reports a broker whose Metadata names a lower leader
