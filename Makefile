@@ -5,7 +5,7 @@ PKGS        := ./...
 # Packages that start real Kafka brokers.
 INTEGRATION := ./integration/...
 
-.PHONY: test test-unit test-integration lint fmt build
+.PHONY: test test-unit test-integration lint fmt build demo
 
 build:
 	$(GO) build ./...
@@ -28,3 +28,10 @@ lint:
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
+
+# A local 3-node cluster (the test harness: JVMs, no Docker), a producer and
+# kfollower following it; Ctrl-C stops it all. Needs Go, Java 17 and Maven.
+demo:
+	$(GO) build -o bin/kfollower ./cmd/kfollower
+	$(GO) build -o bin/kfollower-demo ./integration/demo
+	./bin/kfollower-demo --kfollower bin/kfollower $(DEMO_FLAGS)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 
@@ -75,7 +76,7 @@ func (p *progress) report(now time.Time, ss []fetcher.Status) {
 	}
 	rate := float64(records) / secs
 	args := []any{"caught_up", caught, "partitions", len(ss), "lag_records", lag,
-		"mb_per_s", float64(int64(float64(bytes)/secs/1e6*100)) / 100, "records_per_s", int64(rate)}
+		"mb_per_s", strconv.FormatFloat(float64(bytes)/secs/1e6, 'g', 3, 64), "records_per_s", int64(rate)}
 	switch {
 	case all:
 		p.logger.Info("caught up with every leader", args...)
