@@ -291,6 +291,17 @@ func TestBatchReader(t *testing.T) {
 	if end, err := lp.logEnd(); err != nil || end != off {
 		t.Fatalf("logEnd %d %v, want %d", end, err, off)
 	}
+	// A snapshot end: batches appended after it are not read.
+	cut := mustHeader(t, seg2[3]).BaseOffset
+	rd := lp.batches(0, 1000)
+	rd.stopAt = cut
+	var last int64 = -1
+	for rd.Next() {
+		last = rd.Batch().h.BaseOffset
+	}
+	if rd.Err() != nil || last != mustHeader(t, seg2[2]).BaseOffset || rd.Next() {
+		t.Fatalf("stopAt %d: last batch read at %d (%v)", cut, last, rd.Err())
+	}
 
 	// A flipped byte in the middle of the first segment is corruption.
 	p1 := filepath.Join(dir, fmt.Sprintf("%020d.log", 0))
@@ -302,7 +313,7 @@ func TestBatchReader(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lp2.close()
-	rd := lp2.batches(0, 128)
+	rd = lp2.batches(0, 128)
 	n := 0
 	for rd.Next() {
 		n++

@@ -24,8 +24,12 @@
 // themselves (storage.Open would recover the log, which may cut a torn tail
 // or finish a truncation: a writer's job), so they work on the data dir of
 // a running daemon, concurrently with its writer, or of a stopped one. A
-// read is a snapshot: the segment files are opened first, and a batch being
-// appended while we read is seen as a partial tail and left out.
+// read is a snapshot: Verify takes each local log end before it asks the
+// leaders anything and compares nothing past it, opens the segment files
+// together (a segment the daemon deletes afterwards stays readable), and
+// leaves out a batch being appended (a partial tail). A daemon that
+// truncates during the run (a reconciliation) can make Verify report the
+// state before the truncation; run it again.
 //
 // Every request is built with kmsg.NewPtr… so that the -1/-2 defaults are
 // set, and sent as a consumer: replica id -1 on Fetch (only committed data,

@@ -230,13 +230,16 @@ type batchReader struct {
 	// end is the offset after the last batch read so far, or the base of
 	// an empty last segment: the local log end once Next returned false.
 	end int64
+	// stopAt, when >= 0, ends the reading before the first batch that
+	// starts at or after it (a snapshot end: later appends are ignored).
+	stopAt int64
 }
 
 func (lp *localPartition) batches(from int64, chunk int) *batchReader {
 	if chunk <= 0 {
 		chunk = 8 << 20
 	}
-	r := &batchReader{lp: lp, from: from, chunk: chunk, seg: -1, end: lp.logStart}
+	r := &batchReader{lp: lp, from: from, chunk: chunk, seg: -1, end: lp.logStart, stopAt: -1}
 	return r
 }
 
@@ -253,6 +256,10 @@ func (r *batchReader) Next() bool {
 		sc := batch.NewScanner(r.data)
 		if sc.Next() {
 			h := sc.Header()
+			if r.stopAt >= 0 && h.BaseOffset >= r.stopAt {
+				r.seg = len(r.lp.segs) // done: nothing at or past stopAt is read
+				return false
+			}
 			b := len(r.buf) - len(r.data)
 			r.cur = localBatch{h: h, path: r.lp.segs[r.seg].path, pos: r.pos + int64(b)}
 			r.data = r.data[h.Size():]

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -118,8 +119,24 @@ func TestAuditAfterUncleanElection(t *testing.T) {
 	})
 
 	t.Run("verify after reconciliation", func(t *testing.T) {
-		// The daemon is still running: verify reads its data dir beside it.
+		// The daemon is running and appending to moving-0 while verify
+		// reads its data dir beside it: no false alarm.
+		stop := make(chan struct{})
+		var producing sync.WaitGroup
+		producing.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				produceTo(ctx, t, c, moving, 0, fmt.Sprintf("during-%d", i), 200, kgo.ProducerLinger(time.Millisecond))
+			}
+		})
+		s.waitLogEnd(t, moving, 0, 150+400) // appends are under way
 		rep, err := audit.Verify(ctx, audit.VerifyOptions{Client: cl, DataDir: s.dir})
+		close(stop)
+		producing.Wait()
 		if err != nil {
 			t.Fatal(err)
 		}
