@@ -229,7 +229,7 @@ func writePartition(t *testing.T, dataDir, topic string, p int32, segs [][][]byt
 	for _, e := range epochs {
 		fmt.Fprintf(&b, "%d %d\n", e.Epoch, e.StartOffset)
 	}
-	if err := os.WriteFile(filepath.Join(dir, epochCheckpointFile), []byte(b.String()), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, storage.EpochCheckpointFile), []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return dir
@@ -334,16 +334,16 @@ func mustHeader(t *testing.T, b []byte) batch.Header {
 }
 
 func TestParsing(t *testing.T) {
-	es, err := parseEpochCheckpoint("0\n2\n0 0\n2 300\n")
+	es, err := storage.ParseEpochCheckpoint([]byte("0\n2\n0 0\n2 300\n"))
 	if err != nil || !slices.Equal(es, []storage.EpochEntry{ee(0, 0), ee(2, 300)}) {
 		t.Fatalf("%v %v", es, err)
 	}
 	for _, bad := range []string{"1\n0\n", "0\n2\n0 0\n", "0\n1\nx 1\n"} {
-		if _, err := parseEpochCheckpoint(bad); err == nil {
+		if _, err := storage.ParseEpochCheckpoint([]byte(bad)); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
 	}
-	if es, err := parseEpochCheckpoint(""); err != nil || len(es) != 0 {
+	if es, err := storage.ParseEpochCheckpoint([]byte("")); err != nil || len(es) != 0 {
 		t.Errorf("empty file: %v %v", es, err)
 	}
 	for name, want := range map[string]topicPartition{

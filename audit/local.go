@@ -39,15 +39,6 @@ type localSegment struct {
 	size int64
 }
 
-// File names storage writes (storage/doc.go). They are duplicated here
-// because storage keeps its parsers unexported; the formats are Kafka's
-// (kafka-internals.md §5.4, §5.6) and fixed.
-const (
-	epochCheckpointFile   = "leader-epoch-checkpoint"
-	partitionMetadataFile = "partition.metadata"
-	logStartFile          = "kfollower-log-start-offset"
-)
-
 // openLocal opens the partition directory of topic-partition under
 // dataDir. A daemon may delete a segment between the listing and the open
 // (retention, truncation); the listing is then retried.
@@ -63,22 +54,20 @@ func openLocal(dataDir, topic string, partition int32) (*localPartition, error) 
 	if err != nil {
 		return nil, err
 	}
-	if b, err := os.ReadFile(filepath.Join(dir, partitionMetadataFile)); err == nil {
-		if id, ok := parsePartitionMetadata(string(b)); ok {
+	if b, err := os.ReadFile(filepath.Join(dir, storage.PartitionMetadataFile)); err == nil {
+		if id, err := storage.ParsePartitionMetadata(b); err == nil {
 			lp.topicID = id
 		}
 	}
-	lp.epochs, err = readEpochCheckpoint(filepath.Join(dir, epochCheckpointFile))
+	lp.epochs, err = readEpochCheckpoint(filepath.Join(dir, storage.EpochCheckpointFile))
 	if err != nil {
 		lp.close()
 		return nil, err
 	}
 	lp.logStart = -1
-	if b, err := os.ReadFile(filepath.Join(dir, logStartFile)); err == nil {
-		if es, err := parseCheckpointLines(string(b)); err == nil && len(es) == 1 && len(es[0]) == 1 {
-			if v, err := strconv.ParseInt(es[0][0], 10, 64); err == nil {
-				lp.logStart = v
-			}
+	if b, err := os.ReadFile(filepath.Join(dir, storage.LogStartFile)); err == nil {
+		if v, err := storage.ParseLogStart(b); err == nil {
+			lp.logStart = v
 		}
 	}
 	if lp.logStart < 0 {
@@ -141,68 +130,11 @@ func readEpochCheckpoint(path string) ([]storage.EpochEntry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", path, err)
 	}
-	es, err := parseEpochCheckpoint(string(b))
+	es, err := storage.ParseEpochCheckpoint(b)
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", path, err)
 	}
 	return es, nil
-}
-
-// parseEpochCheckpoint parses the text of a leader-epoch-checkpoint as
-// Kafka's CheckpointFile does (kafka-internals.md §5.4).
-func parseEpochCheckpoint(s string) ([]storage.EpochEntry, error) {
-	lines, err := parseCheckpointLines(s)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]storage.EpochEntry, 0, len(lines))
-	for _, f := range lines {
-		if len(f) != 2 {
-			return nil, fmt.Errorf("malformed entry %q", strings.Join(f, " "))
-		}
-		e, err1 := strconv.ParseInt(f[0], 10, 32)
-		o, err2 := strconv.ParseInt(f[1], 10, 64)
-		if err := errors.Join(err1, err2); err != nil {
-			return nil, fmt.Errorf("malformed entry %q: %w", strings.Join(f, " "), err)
-		}
-		out = append(out, storage.EpochEntry{Epoch: int32(e), StartOffset: o})
-	}
-	return out, nil
-}
-
-// parseCheckpointLines splits Kafka's checkpoint framing: a version line
-// (0), a count line, then count lines of whitespace-separated fields.
-func parseCheckpointLines(s string) ([][]string, error) {
-	lines := strings.FieldsFunc(s, func(r rune) bool { return r == '\n' || r == '\r' })
-	if len(lines) == 0 {
-		return nil, nil
-	}
-	if strings.TrimSpace(lines[0]) != "0" {
-		return nil, fmt.Errorf("unsupported checkpoint version %q", lines[0])
-	}
-	if len(lines) == 1 {
-		return nil, nil
-	}
-	n, err := strconv.Atoi(strings.TrimSpace(lines[1]))
-	if err != nil || n != len(lines)-2 {
-		return nil, fmt.Errorf("checkpoint count %q does not match %d entries", lines[1], len(lines)-2)
-	}
-	out := make([][]string, 0, n)
-	for _, l := range lines[2:] {
-		out = append(out, strings.Fields(l))
-	}
-	return out, nil
-}
-
-// parsePartitionMetadata reads "version: 0\ntopic_id: <uuid>" (§5.6).
-func parsePartitionMetadata(s string) (storage.TopicID, bool) {
-	for l := range strings.SplitSeq(s, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "topic_id: "); ok {
-			id, err := storage.ParseTopicID(v)
-			return id, err == nil && id != storage.TopicID{}
-		}
-	}
-	return storage.TopicID{}, false
 }
 
 // localBatch is what the tools need of one stored batch.

@@ -16,10 +16,10 @@ import (
 // acts on .log/.index/.timeindex/.txnindex/.snapshot and the transient
 // .deleted/.cleaned/.swap suffixes).
 const (
-	epochCheckpointName   = "leader-epoch-checkpoint"
-	partitionMetadataName = "partition.metadata"
+	EpochCheckpointFile   = "leader-epoch-checkpoint"
+	PartitionMetadataFile = "partition.metadata"
 	intentName            = "kfollower-truncation-intent"
-	logStartName          = "kfollower-log-start-offset"
+	LogStartFile          = "kfollower-log-start-offset"
 	recoveryPointName     = "kfollower-recovery-point"
 	tmpSuffix             = ".tmp"
 )
@@ -39,13 +39,15 @@ func formatEpochCheckpoint(entries []EpochEntry) []byte {
 	return b.Bytes()
 }
 
-// parseEpochCheckpoint reads a leader-epoch-checkpoint the way
+// ParseEpochCheckpoint reads a leader-epoch-checkpoint the way
 // CheckpointFile.read does: an empty file, or one with only the version
 // line, is no entries; the version must be 0; each entry line splits on
 // whitespace into exactly two integers; the count must match. It does not
 // check monotonicity: like Kafka's cache constructor, the caller replays
-// the entries through Assign (NewEpochs).
-func parseEpochCheckpoint(data []byte) ([]EpochEntry, error) {
+// the entries through Assign (NewEpochs). Exported, with the other parsers
+// here, for read-only tools that must not Open a log another process
+// writes (package audit).
+func ParseEpochCheckpoint(data []byte) ([]EpochEntry, error) {
 	lines := splitLines(string(data))
 	if len(lines) == 0 {
 		return nil, nil
@@ -161,10 +163,10 @@ func formatPartitionMetadata(id TopicID) []byte {
 	return []byte("version: 0\ntopic_id: " + id.String())
 }
 
-// parsePartitionMetadata reads partition.metadata as
+// ParsePartitionMetadata reads partition.metadata as
 // PartitionMetadataReadBuffer does: "version: N" (N >= 0), then
 // "topic_id: <uuid>", which must not be the zero UUID.
-func parsePartitionMetadata(data []byte) (TopicID, error) {
+func ParsePartitionMetadata(data []byte) (TopicID, error) {
 	lines := splitLines(string(data))
 	if len(lines) < 2 {
 		return TopicID{}, errors.New("partition.metadata: fewer than two lines")
@@ -269,13 +271,13 @@ func parseIntent(data []byte) (intent, error) {
 	return intent{full: kind == "full", offset: n}, nil
 }
 
-// formatLogStart / parseLogStart hold the log start offset when it lies
+// formatLogStart / ParseLogStart hold the log start offset when it lies
 // inside the first segment (after DeleteBefore); Kafka keeps the same
 // number in the log dir's log-start-offset-checkpoint. Framing as §5.5:
 // version, count 1, the offset.
 func formatLogStart(off int64) []byte { return fmt.Appendf(nil, "0\n1\n%d\n", off) }
 
-func parseLogStart(data []byte) (int64, error) {
+func ParseLogStart(data []byte) (int64, error) {
 	lines := splitLines(string(data))
 	if len(lines) != 3 || lines[0] != "0" || lines[1] != "1" {
 		return 0, fmt.Errorf("log start offset file %q: bad framing", data)

@@ -46,7 +46,7 @@ func TestEpochCheckpointGolden(t *testing.T) {
 		t.Fatalf("%q", b)
 	}
 	golden(t, "leader-epoch-checkpoint", b)
-	back, err := parseEpochCheckpoint(b)
+	back, err := ParseEpochCheckpoint(b)
 	if err != nil || fmt.Sprint(back) != fmt.Sprint(entries) {
 		t.Fatalf("round trip %v %v", back, err)
 	}
@@ -80,7 +80,7 @@ func TestParseEpochCheckpoint(t *testing.T) {
 		{"0\n-1\n", "error"},
 	}
 	for _, c := range cases {
-		got, err := parseEpochCheckpoint([]byte(c.in))
+		got, err := ParseEpochCheckpoint([]byte(c.in))
 		s := fmt.Sprint(got)
 		if got == nil && err == nil {
 			s = "[]"
@@ -104,13 +104,13 @@ func TestPartitionMetadataGolden(t *testing.T) {
 		t.Fatalf("%q", b)
 	}
 	golden(t, "partition.metadata", b)
-	back, err := parsePartitionMetadata(b)
+	back, err := ParsePartitionMetadata(b)
 	if err != nil || back != id {
 		t.Fatalf("round trip %v %v", back, err)
 	}
 	for _, bad := range []string{"", "version: 0\n", "version: x\ntopic_id: " + id.String(),
 		"version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAA", "version: 0\ntopic_id: short", "topic_id: x\nversion: 0"} {
-		if _, err := parsePartitionMetadata([]byte(bad)); err == nil {
+		if _, err := ParsePartitionMetadata([]byte(bad)); err == nil {
 			t.Errorf("accepted %q", bad)
 		}
 	}

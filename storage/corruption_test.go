@@ -241,7 +241,7 @@ func TestCorruption(t *testing.T) {
 		{
 			name: "garbage checkpoint",
 			damage: func(t *testing.T, dir string) {
-				os.WriteFile(filepath.Join(dir, epochCheckpointName), []byte("0\n3\nnonsense\n"), 0o644)
+				os.WriteFile(filepath.Join(dir, EpochCheckpointFile), []byte("0\n3\nnonsense\n"), 0o644)
 			},
 			outcome: "cache rebuilt from the batches' epochs and rewritten; warning",
 			check:   checkEpochsRebuilt,
@@ -249,7 +249,7 @@ func TestCorruption(t *testing.T) {
 		{
 			name: "missing checkpoint",
 			damage: func(t *testing.T, dir string) {
-				os.Remove(filepath.Join(dir, epochCheckpointName))
+				os.Remove(filepath.Join(dir, EpochCheckpointFile))
 			},
 			outcome: "cache rebuilt from the batches' epochs; warning",
 			check:   checkEpochsRebuilt,
@@ -257,7 +257,7 @@ func TestCorruption(t *testing.T) {
 		{
 			name: "non-monotonic checkpoint",
 			damage: func(t *testing.T, dir string) {
-				os.WriteFile(filepath.Join(dir, epochCheckpointName), []byte("0\n3\n0 0\n2 48\n1 24\n"), 0o644)
+				os.WriteFile(filepath.Join(dir, EpochCheckpointFile), []byte("0\n3\n0 0\n2 48\n1 24\n"), 0o644)
 			},
 			outcome: "treated as unreadable (we never write one): rebuilt from the batches; warning. Kafka would replay it through assign and get (2,63)",
 			check:   checkEpochsRebuilt,
@@ -265,7 +265,7 @@ func TestCorruption(t *testing.T) {
 		{
 			name: "checkpoint ahead of the log",
 			damage: func(t *testing.T, dir string) {
-				os.WriteFile(filepath.Join(dir, epochCheckpointName), []byte("0\n5\n0 0\n1 24\n2 48\n3 72\n7 95\n"), 0o644)
+				os.WriteFile(filepath.Join(dir, EpochCheckpointFile), []byte("0\n5\n0 0\n1 24\n2 48\n3 72\n7 95\n"), 0o644)
 			},
 			outcome: "entries at or past the LEO cut (LogLoader truncateFromEnd)",
 			check: func(t *testing.T, r result, batches [][]byte) {
@@ -275,7 +275,7 @@ func TestCorruption(t *testing.T) {
 				if got := fmt.Sprint(r.l.Epochs().Entries()); got != "[{0 0} {1 24} {2 48} {3 72}]" {
 					t.Fatal(got)
 				}
-				cp, _ := os.ReadFile(filepath.Join(r.l.Dir(), epochCheckpointName))
+				cp, _ := os.ReadFile(filepath.Join(r.l.Dir(), EpochCheckpointFile))
 				if string(cp) != "0\n4\n0 0\n1 24\n2 48\n3 72\n" {
 					t.Fatalf("checkpoint not rewritten: %q", cp)
 				}
@@ -360,7 +360,7 @@ func TestCorruption(t *testing.T) {
 		{
 			name: "leftover tmp files and orphan index",
 			damage: func(t *testing.T, dir string) {
-				os.WriteFile(filepath.Join(dir, epochCheckpointName+tmpSuffix), []byte("junk"), 0o644)
+				os.WriteFile(filepath.Join(dir, EpochCheckpointFile+tmpSuffix), []byte("junk"), 0o644)
 				os.WriteFile(filepath.Join(dir, segmentName(5000, indexSuffix)), []byte("junk"), 0o644)
 			},
 			outcome: "removed; nothing else changes",
@@ -368,7 +368,7 @@ func TestCorruption(t *testing.T) {
 				if r.err != nil || r.l.LogEndOffset() != 90 {
 					t.Fatal(r.err)
 				}
-				for _, n := range []string{epochCheckpointName + tmpSuffix, segmentName(5000, indexSuffix)} {
+				for _, n := range []string{EpochCheckpointFile + tmpSuffix, segmentName(5000, indexSuffix)} {
 					if _, err := os.Stat(filepath.Join(r.l.Dir(), n)); !os.IsNotExist(err) {
 						t.Fatalf("%s still there", n)
 					}
@@ -423,7 +423,7 @@ func checkEpochsRebuilt(t *testing.T, r result, batches [][]byte) {
 	if !strings.Contains(r.logs, "rebuilding leader-epoch-checkpoint") {
 		t.Fatalf("no warning: %s", r.logs)
 	}
-	cp, _ := os.ReadFile(filepath.Join(r.l.Dir(), epochCheckpointName))
+	cp, _ := os.ReadFile(filepath.Join(r.l.Dir(), EpochCheckpointFile))
 	if string(cp) != "0\n4\n0 0\n1 24\n2 48\n3 72\n" {
 		t.Fatalf("checkpoint %q", cp)
 	}
@@ -463,7 +463,7 @@ func TestFaults(t *testing.T) {
 		},
 		{
 			name:    "failed write of the checkpoint on a new epoch",
-			arm:     func(f *faultFS) { f.writeMatch = epochCheckpointName },
+			arm:     func(f *faultFS) { f.writeMatch = EpochCheckpointFile },
 			op:      func(l *Log) error { return l.Append(build(90, 4, 3)) },
 			outcome: "Append fails after the batch is written; reopen finds the batch and adds its epoch from the active segment",
 			after: func(t *testing.T, l, re *Log, batches [][]byte) {

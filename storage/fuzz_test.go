@@ -19,12 +19,12 @@ func FuzzCheckpoint(f *testing.F) {
 	f.Add([]byte("0\r\n1\r\n3\t4"))
 	f.Add([]byte("0\n1\n 0 1\n"))
 	f.Fuzz(func(t *testing.T, in []byte) {
-		entries, err := parseEpochCheckpoint(in)
+		entries, err := ParseEpochCheckpoint(in)
 		if err != nil {
 			return
 		}
 		out := formatEpochCheckpoint(entries)
-		back, err := parseEpochCheckpoint(out)
+		back, err := ParseEpochCheckpoint(out)
 		if err != nil || fmt.Sprint(back) != fmt.Sprint(entries) {
 			t.Fatalf("reparse of %q: %v %v", out, back, err)
 		}

@@ -218,7 +218,7 @@ func (l *Log) setTopicIDLocked(id TopicID) error {
 	if l.topicID != (TopicID{}) {
 		return fmt.Errorf("%s: topic id %s does not match partition.metadata's %s", l.tp(), id, l.topicID)
 	}
-	if err := writeFileAtomic(l.fsys, l.dir, partitionMetadataName, formatPartitionMetadata(id)); err != nil {
+	if err := writeFileAtomic(l.fsys, l.dir, PartitionMetadataFile, formatPartitionMetadata(id)); err != nil {
 		return err
 	}
 	l.topicID = id
@@ -464,7 +464,7 @@ func (l *Log) flushLocked() error {
 }
 
 func (l *Log) writeEpochs(c Epochs) error {
-	if err := writeFileAtomic(l.fsys, l.dir, epochCheckpointName, formatEpochCheckpoint(c.entries)); err != nil {
+	if err := writeFileAtomic(l.fsys, l.dir, EpochCheckpointFile, formatEpochCheckpoint(c.entries)); err != nil {
 		return fmt.Errorf("%s: %w", l.tp(), err)
 	}
 	l.epochs = c
@@ -663,7 +663,7 @@ func (l *Log) truncateFully(offset int64) error {
 	if err := l.writeRecoveryPoint(s.recoveryPoint()); err != nil {
 		return err
 	}
-	if err := writeFileAtomic(l.fsys, l.dir, logStartName, formatLogStart(offset)); err != nil {
+	if err := writeFileAtomic(l.fsys, l.dir, LogStartFile, formatLogStart(offset)); err != nil {
 		return err
 	}
 	l.logStart = offset
@@ -694,7 +694,7 @@ func (l *Log) deleteBefore(offset int64) error {
 	if leo := l.leoLocked(); offset > leo {
 		return fmt.Errorf("moving the start of %s to %d past its end %d: %w", l.tp(), offset, leo, ErrOffsetOutOfRange)
 	}
-	if err := writeFileAtomic(l.fsys, l.dir, logStartName, formatLogStart(offset)); err != nil {
+	if err := writeFileAtomic(l.fsys, l.dir, LogStartFile, formatLogStart(offset)); err != nil {
 		return fmt.Errorf("moving the start of %s to %d: %w", l.tp(), offset, err)
 	}
 	l.logStart = offset

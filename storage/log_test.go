@@ -117,7 +117,7 @@ func TestAppendReadReopen(t *testing.T) {
 	if l2.LogEndOffset() != 150 || !bytes.Equal(readAll(t, l2), all) || fmt.Sprint(l2.Epochs().Entries()) != wantEpochs {
 		t.Fatal("reopen differs")
 	}
-	cp, _ := os.ReadFile(filepath.Join(l2.Dir(), epochCheckpointName))
+	cp, _ := os.ReadFile(filepath.Join(l2.Dir(), EpochCheckpointFile))
 	if string(cp) != "0\n5\n0 0\n1 30\n2 60\n3 90\n4 120\n" {
 		t.Fatalf("checkpoint %q", cp)
 	}

@@ -77,13 +77,13 @@ func (l *Log) recover() error {
 		return err
 	}
 	logStart := int64(-1)
-	if data, err := l.fsys.ReadFile(filepath.Join(l.dir, logStartName)); err == nil {
-		if logStart, err = parseLogStart(data); err != nil {
+	if data, err := l.fsys.ReadFile(filepath.Join(l.dir, LogStartFile)); err == nil {
+		if logStart, err = ParseLogStart(data); err != nil {
 			l.lg.Warn("ignoring unreadable log start offset file", "err", err)
 			logStart = -1
 		}
 	} else if !isNotExist(err) {
-		return fmt.Errorf("reading %s: %w", filepath.Join(l.dir, logStartName), err)
+		return fmt.Errorf("reading %s: %w", filepath.Join(l.dir, LogStartFile), err)
 	}
 
 	if haveIntent && !in.full {
@@ -200,14 +200,14 @@ func (l *Log) readIntent() (intent, bool, error) {
 }
 
 func (l *Log) loadTopicID() error {
-	path := filepath.Join(l.dir, partitionMetadataName)
+	path := filepath.Join(l.dir, PartitionMetadataFile)
 	data, err := l.fsys.ReadFile(path)
 	switch {
 	case isNotExist(err):
 	case err != nil:
 		return fmt.Errorf("reading %s: %w", path, err)
 	default:
-		id, err := parsePartitionMetadata(data)
+		id, err := ParsePartitionMetadata(data)
 		if err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
@@ -341,7 +341,7 @@ func (l *Log) validBatchFollows(s *segment, pos, size int64) bool {
 
 // recoverEpochs is step 5 of recover.
 func (l *Log) recoverEpochs(tail []batch.Header) error {
-	path := filepath.Join(l.dir, epochCheckpointName)
+	path := filepath.Join(l.dir, EpochCheckpointFile)
 	data, err := l.fsys.ReadFile(path)
 	var cache Epochs
 	rebuild := ""
@@ -351,7 +351,7 @@ func (l *Log) recoverEpochs(tail []batch.Header) error {
 	case err != nil:
 		return fmt.Errorf("reading %s: %w", path, err)
 	default:
-		entries, perr := parseEpochCheckpoint(data)
+		entries, perr := ParseEpochCheckpoint(data)
 		if perr == nil {
 			cache, perr = NewEpochs(entries...)
 		}
