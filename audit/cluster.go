@@ -212,104 +212,90 @@ type epochAnswer struct {
 // is -2 (debug); the broker ignores it either way (kafka-internals.md
 // §2.4). A transport failure fails that broker's queries.
 func offsetsForLeaderEpoch(ctx context.Context, cl *kgo.Client, byBroker map[int32][]epochQuery) map[topicPartition]epochAnswer {
-	type result struct {
-		broker int32
-		resp   *kmsg.OffsetForLeaderEpochResponse
-		err    error
-	}
-	results := make(chan result, len(byBroker))
-	for broker, qs := range byBroker {
+	return perBroker(ctx, cl, byBroker, "OffsetsForLeaderEpoch", func(qs []epochQuery) kmsg.Request {
 		req := kmsg.NewPtrOffsetForLeaderEpochRequest()
 		req.ReplicaID = -1
-		topics := map[string]int{}
 		for _, q := range qs {
-			i, ok := topics[q.tp.Topic]
-			if !ok {
-				i = len(req.Topics)
-				topics[q.tp.Topic] = i
-				rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
-				rt.Topic = q.tp.Topic
-				req.Topics = append(req.Topics, rt)
-			}
 			rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
 			rp.Partition = q.tp.Partition
 			rp.CurrentLeaderEpoch = q.currentEpoch // KIP-320 fence: answers from one leader only
 			rp.LeaderEpoch = q.epoch
+			i := topicIndex(&req.Topics, q.tp.Topic, func(t string) kmsg.OffsetForLeaderEpochRequestTopic {
+				rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
+				rt.Topic = t
+				return rt
+			}, func(rt kmsg.OffsetForLeaderEpochRequestTopic) string { return rt.Topic })
 			req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 		}
-		go func() {
-			kr, err := cl.Broker(int(broker)).Request(ctx, req)
-			r := result{broker: broker, err: err}
-			if err == nil {
-				r.resp = kr.(*kmsg.OffsetForLeaderEpochResponse)
-			}
-			results <- r
-		}()
-	}
-	out := map[topicPartition]epochAnswer{}
-	for range byBroker {
-		r := <-results
-		if r.err != nil {
-			for _, q := range byBroker[r.broker] {
-				out[q.tp] = epochAnswer{err: fmt.Errorf("OffsetsForLeaderEpoch to broker %d: %w", r.broker, r.err)}
-			}
-			continue
-		}
-		for _, t := range r.resp.Topics {
+		return req
+	}, func(kr kmsg.Response, answer func(topicPartition, epochAnswer, int16)) {
+		for _, t := range kr.(*kmsg.OffsetForLeaderEpochResponse).Topics {
 			for _, p := range t.Partitions {
-				tp := topicPartition{Topic: t.Topic, Partition: p.Partition}
-				a := epochAnswer{epoch: p.LeaderEpoch, endOffset: p.EndOffset}
-				if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-					a.err = fmt.Errorf("OffsetsForLeaderEpoch for %s on broker %d: %w", tp, r.broker, err)
-				}
-				out[tp] = a
+				answer(topicPartition{Topic: t.Topic, Partition: p.Partition}, epochAnswer{epoch: p.LeaderEpoch, endOffset: p.EndOffset}, p.ErrorCode)
 			}
 		}
-		for _, q := range byBroker[r.broker] {
-			if _, ok := out[q.tp]; !ok {
-				out[q.tp] = epochAnswer{err: fmt.Errorf("OffsetsForLeaderEpoch to broker %d: %s missing from the answer", r.broker, q.tp)}
-			}
-		}
-	}
-	return out
+	})
 }
 
 // listStartOffsets asks each leader for the log start offset of its
 // partitions (ListOffsets, timestamp -2 = earliest), one request per
 // broker, as a consumer (replica id -1) fenced by CurrentLeaderEpoch.
 func listStartOffsets(ctx context.Context, cl *kgo.Client, byBroker map[int32][]epochQuery) map[topicPartition]epochAnswer {
-	type result struct {
-		broker int32
-		resp   *kmsg.ListOffsetsResponse
-		err    error
-	}
-	results := make(chan result, len(byBroker))
-	for broker, qs := range byBroker {
+	return perBroker(ctx, cl, byBroker, "ListOffsets", func(qs []epochQuery) kmsg.Request {
 		req := kmsg.NewPtrListOffsetsRequest()
 		req.ReplicaID = -1
-		topics := map[string]int{}
 		for _, q := range qs {
-			i, ok := topics[q.tp.Topic]
-			if !ok {
-				i = len(req.Topics)
-				topics[q.tp.Topic] = i
-				rt := kmsg.NewListOffsetsRequestTopic()
-				rt.Topic = q.tp.Topic
-				req.Topics = append(req.Topics, rt)
-			}
 			rp := kmsg.NewListOffsetsRequestTopicPartition()
 			rp.Partition = q.tp.Partition
 			rp.CurrentLeaderEpoch = q.currentEpoch
 			rp.Timestamp = -2 // earliest
+			i := topicIndex(&req.Topics, q.tp.Topic, func(t string) kmsg.ListOffsetsRequestTopic {
+				rt := kmsg.NewListOffsetsRequestTopic()
+				rt.Topic = t
+				return rt
+			}, func(rt kmsg.ListOffsetsRequestTopic) string { return rt.Topic })
 			req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 		}
-		go func() {
-			kr, err := cl.Broker(int(broker)).Request(ctx, req)
-			r := result{broker: broker, err: err}
-			if err == nil {
-				r.resp = kr.(*kmsg.ListOffsetsResponse)
+		return req
+	}, func(kr kmsg.Response, answer func(topicPartition, epochAnswer, int16)) {
+		for _, t := range kr.(*kmsg.ListOffsetsResponse).Topics {
+			for _, p := range t.Partitions {
+				answer(topicPartition{Topic: t.Topic, Partition: p.Partition}, epochAnswer{epoch: p.LeaderEpoch, endOffset: p.Offset}, p.ErrorCode)
 			}
-			results <- r
+		}
+	})
+}
+
+// topicIndex returns the index of topic in *topics, appending a new entry
+// made by mk if it is not there yet.
+func topicIndex[T any](topics *[]T, topic string, mk func(string) T, name func(T) string) int {
+	for i, t := range *topics {
+		if name(t) == topic {
+			return i
+		}
+	}
+	*topics = append(*topics, mk(topic))
+	return len(*topics) - 1
+}
+
+// perBroker sends each broker its request (built by build from that
+// broker's queries) concurrently, and reads every partition's answer (read
+// calls answer for each). A transport failure, an error code, or a
+// partition missing from the answer fails that query, with what and where.
+func perBroker(ctx context.Context, cl *kgo.Client, byBroker map[int32][]epochQuery, what string,
+	build func([]epochQuery) kmsg.Request, read func(kmsg.Response, func(topicPartition, epochAnswer, int16)),
+) map[topicPartition]epochAnswer {
+	type result struct {
+		broker int32
+		resp   kmsg.Response
+		err    error
+	}
+	results := make(chan result, len(byBroker))
+	for broker, qs := range byBroker {
+		req := build(qs)
+		go func() {
+			resp, err := cl.Broker(int(broker)).Request(ctx, req)
+			results <- result{broker: broker, resp: resp, err: err}
 		}()
 	}
 	out := map[topicPartition]epochAnswer{}
@@ -317,23 +303,19 @@ func listStartOffsets(ctx context.Context, cl *kgo.Client, byBroker map[int32][]
 		r := <-results
 		if r.err != nil {
 			for _, q := range byBroker[r.broker] {
-				out[q.tp] = epochAnswer{err: fmt.Errorf("ListOffsets to broker %d: %w", r.broker, r.err)}
+				out[q.tp] = epochAnswer{err: fmt.Errorf("%s to broker %d: %w", what, r.broker, r.err)}
 			}
 			continue
 		}
-		for _, t := range r.resp.Topics {
-			for _, p := range t.Partitions {
-				tp := topicPartition{Topic: t.Topic, Partition: p.Partition}
-				a := epochAnswer{epoch: p.LeaderEpoch, endOffset: p.Offset}
-				if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-					a.err = fmt.Errorf("ListOffsets for %s on broker %d: %w", tp, r.broker, err)
-				}
-				out[tp] = a
+		read(r.resp, func(tp topicPartition, a epochAnswer, code int16) {
+			if err := kerr.ErrorForCode(code); err != nil {
+				a.err = fmt.Errorf("%s for %s on broker %d: %w", what, tp, r.broker, err)
 			}
-		}
+			out[tp] = a
+		})
 		for _, q := range byBroker[r.broker] {
 			if _, ok := out[q.tp]; !ok {
-				out[q.tp] = epochAnswer{err: fmt.Errorf("ListOffsets to broker %d: %s missing from the answer", r.broker, q.tp)}
+				out[q.tp] = epochAnswer{err: fmt.Errorf("%s to broker %d: %s missing from the answer", what, r.broker, q.tp)}
 			}
 		}
 	}
