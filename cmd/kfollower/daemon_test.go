@@ -44,6 +44,7 @@ func TestDaemon(t *testing.T) {
 
 	t.Run("TLS", func(t *testing.T) { testTLS(t, bin, c, pki) })
 	t.Run("SASL", func(t *testing.T) { testSASL(ctx, t, bin, c) })
+	t.Run("local retention", func(t *testing.T) { testRetention(ctx, t, bin, c) })
 	phase("TLS and SASL done")
 	if t.Failed() {
 		return
@@ -118,6 +119,34 @@ func testSASL(ctx context.Context, t *testing.T, bin string, c *kafka.Cluster) {
 	}
 	if _, err := os.Stat(data); !os.IsNotExist(err) {
 		t.Fatalf("a refused login left the data dir behind (%v)", err)
+	}
+}
+
+// Local retention deletes the oldest segments past --retention-bytes on the
+// maintenance tick, moves the log start, and counts what it deleted.
+func testRetention(ctx context.Context, t *testing.T, bin string, c *kafka.Cluster) {
+	const topic = "ret"
+	c.CreateTopic(ctx, topic, [][]int32{{1, 2, 3}}, nil)
+	d := startDaemon(t, bin, nil, "--bootstrap-servers", strings.Join(c.Bootstrap(), ","), "--topics", topic,
+		"--data-dir", t.TempDir(), "--segment-bytes", "1KiB", "--retention-bytes", "3KiB", "--flush-interval", "200ms")
+	// Ten batches of about 1 KiB, each copied before the next is written:
+	// a segment rolls between appends, and one fetch is one append.
+	for i := range 10 {
+		produce(ctx, t, c, topic, 0, fmt.Sprintf("batch%d", i), 50)
+		waitStatus(t, d, topic, 0, "the batch copied", func(s fetcher.Status) bool { return s.LogEndOffset == int64(50*(i+1)) })
+	}
+	st := waitStatus(t, d, topic, 0, "all copied, oldest segments deleted", func(s fetcher.Status) bool {
+		return s.LogEndOffset == 500 && s.LogStartOffset > 0 && s.SizeBytes <= 3<<10+2<<10
+	})
+	mfs := scrape(t, d)
+	segs := value(mfs, "kfollower_local_retention_deleted_segments_total", map[string]string{"topic": topic})
+	bytesDeleted := value(mfs, "kfollower_local_retention_deleted_bytes_total", map[string]string{"topic": topic})
+	t.Logf("log start %d, %d bytes in %d segments kept; %v segments, %v bytes deleted", st.LogStartOffset, st.SizeBytes, st.Segments, segs, bytesDeleted)
+	if segs < 1 || bytesDeleted < 1 {
+		t.Fatalf("retention moved the log start to %d but the metrics count %v segments, %v bytes", st.LogStartOffset, segs, bytesDeleted)
+	}
+	if code, _ := d.stop(t, syscall.SIGTERM); code != 0 {
+		t.Fatalf("exit %d", code)
 	}
 }
 
