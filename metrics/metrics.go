@@ -61,6 +61,7 @@ type Metrics struct {
 	appendedBytes   *prometheus.CounterVec
 	appendedRecords *prometheus.CounterVec
 	epochResults    *prometheus.CounterVec
+	fetchErrors     *prometheus.CounterVec
 	leaderChanges   *prometheus.CounterVec
 	epochRegress    *prometheus.CounterVec
 	roundtrips      prometheus.Histogram
@@ -97,6 +98,8 @@ func New(reg prometheus.Registerer, opts Options) *Metrics {
 		appendedRecords: counter("appended_records_total", "Records appended to local logs.", "broker"),
 		epochResults: counter("offsets_for_leader_epoch_requests_total",
 			"OffsetsForLeaderEpoch queries, one per partition, by result: ok, undefined (the leader knows no end for the epoch), transport_error, or a Kafka error name.", "result"),
+		fetchErrors: counter("fetch_partition_errors_total",
+			"Partitions of Fetch responses that carried a Kafka error (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, OFFSET_OUT_OF_RANGE, ...), by error name.", "error"),
 		leaderChanges: counter("leader_changes_total", "Times metadata named another leader or leader epoch for a followed partition.", "topic"),
 		epochRegress:  counter("leader_epoch_regressions_total", "Times metadata named a lower leader epoch than before for a followed partition.", "topic"),
 		roundtrips: f.NewHistogram(prometheus.HistogramOpts{Namespace: Namespace, Name: "reconciliation_roundtrips",
@@ -162,6 +165,13 @@ func (m *Metrics) Appended(brokerID int32, bytes, records int64) {
 func (m *Metrics) EpochResults(results map[string]int) {
 	for r, n := range results {
 		m.epochResults.WithLabelValues(r).Add(float64(n))
+	}
+}
+
+// FetchErrors counts Fetch response partitions by Kafka error name.
+func (m *Metrics) FetchErrors(errs map[string]int) {
+	for e, n := range errs {
+		m.fetchErrors.WithLabelValues(e).Add(float64(n))
 	}
 }
 

@@ -116,10 +116,14 @@ func TestCounters(t *testing.T) {
 	m.Truncated("t", "offsets-for-leader-epoch", 120, 9000)
 	m.Gap("t", 10, 40)
 	m.EpochResults(map[string]int{"ok": 2, "undefined": 1})
+	m.FetchErrors(map[string]int{"FENCED_LEADER_EPOCH": 3})
 	const want = `
 # HELP kfollower_committed_records_lost_total Committed records the cluster lost: kfollower held them (it only copies below the high watermark) and the current leader does not.
 # TYPE kfollower_committed_records_lost_total counter
 kfollower_committed_records_lost_total{topic="t"} 120
+# HELP kfollower_fetch_partition_errors_total Partitions of Fetch responses that carried a Kafka error (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, OFFSET_OUT_OF_RANGE, ...), by error name.
+# TYPE kfollower_fetch_partition_errors_total counter
+kfollower_fetch_partition_errors_total{error="FENCED_LEADER_EPOCH"} 3
 # HELP kfollower_leader_changes_total Times metadata named another leader or leader epoch for a followed partition.
 # TYPE kfollower_leader_changes_total counter
 kfollower_leader_changes_total{topic="t"} 2
@@ -144,7 +148,7 @@ kfollower_retention_gap_offsets_total{topic="t"} 30
 kfollower_truncations_total{cause="offsets-for-leader-epoch",topic="t"} 1
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
-		"kfollower_committed_records_lost_total", "kfollower_leader_changes_total", "kfollower_leader_epoch_regressions_total",
+		"kfollower_committed_records_lost_total", "kfollower_fetch_partition_errors_total", "kfollower_leader_changes_total", "kfollower_leader_epoch_regressions_total",
 		"kfollower_offsets_for_leader_epoch_requests_total", "kfollower_request_errors_total", "kfollower_requests_total",
 		"kfollower_retention_gap_offsets_total", "kfollower_truncations_total"); err != nil {
 		t.Fatal(err)

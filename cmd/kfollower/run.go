@@ -205,6 +205,7 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) error {
 			m.Request(s.Broker, s.Kind, s.Latency, s.Err)
 			if s.Kind == "fetch" && s.Err == nil {
 				m.Fetched(s.Broker, s.FetchedBytes, s.FetchedRecords)
+				m.FetchErrors(s.Results)
 			}
 			if s.Kind == "offsets_for_leader_epoch" {
 				if s.Err != nil {

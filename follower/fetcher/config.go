@@ -74,7 +74,8 @@ type FetchStats struct {
 	FetchedBytes, FetchedRecords int64
 	// Results counts an OffsetsForLeaderEpoch reply's partitions by result:
 	// "ok", "undefined" (the leader has no end offset for the epoch) or a
-	// Kafka error name such as FENCED_LEADER_EPOCH.
+	// Kafka error name such as FENCED_LEADER_EPOCH; for a Fetch, the
+	// partitions that answered with an error, by error name.
 	Results map[string]int
 }
 

@@ -61,14 +61,19 @@ func (w *worker) maintain() {
 
 // epochResult classifies one partition of an OffsetsForLeaderEpoch reply.
 func epochResult(r follower.EpochReply) string {
-	if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
-		if ke, ok := err.(*kerr.Error); ok {
-			return ke.Message
-		}
-		return "unknown_error"
+	if r.ErrorCode != 0 {
+		return errorName(r.ErrorCode)
 	}
 	if r.Leader.EndOffset < 0 {
 		return "undefined"
 	}
 	return "ok"
+}
+
+// errorName is a Kafka error code's name, e.g. FENCED_LEADER_EPOCH.
+func errorName(code int16) string {
+	if ke, ok := kerr.ErrorForCode(code).(*kerr.Error); ok {
+		return ke.Message
+	}
+	return "UNKNOWN_ERROR_CODE"
 }

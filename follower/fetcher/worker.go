@@ -338,6 +338,12 @@ func (w *worker) receive(f *flight) {
 		for _, r := range results {
 			stats.FetchedBytes += int64(len(r.Reply.Records))
 			stats.FetchedRecords += countRecords(r.Reply.Records)
+			if r.Reply.ErrorCode != 0 {
+				if stats.Results == nil {
+					stats.Results = map[string]int{}
+				}
+				stats.Results[errorName(r.Reply.ErrorCode)]++
+			}
 		}
 		for tp, r := range results {
 			if r.Leader != nil {
