@@ -154,19 +154,22 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) error {
 		return nil
 	}
 
-	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
-		return fmt.Errorf("creating data dir %s: %w", cfg.DataDir, err)
-	}
-	unlock, err := lockDataDir(cfg.DataDir, true)
-	if err != nil {
-		return err
-	}
-	defer unlock()
-
+	// Listening comes before the data dir is created, so a busy port
+	// leaves nothing behind either.
 	ln, err := net.Listen("tcp", cfg.HTTP)
 	if err != nil {
 		return fmt.Errorf("listening for HTTP on %s: %w", cfg.HTTP, err)
 	}
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		ln.Close()
+		return fmt.Errorf("creating data dir %s: %w", cfg.DataDir, err)
+	}
+	unlock, err := lockDataDir(cfg.DataDir, true)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer unlock()
 
 	var mgr *fetcher.Manager
 	kfVersion, franzVersion := buildVersions()
