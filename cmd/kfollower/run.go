@@ -239,8 +239,8 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) error {
 	logger.Info("kfollower started", "version", kfVersion, "bootstrap", cfg.Bootstrap.String(), "topics", cfg.Topics.String(),
 		"data_dir", cfg.DataDir, "http", ln.Addr().String())
 
-	// The progress logger is owned here and ends with ctx, before Run's
-	// logs are closed cannot matter: it only reads statuses.
+	// The progress logger is owned here: it ends with ctx and is waited
+	// for below. It only reads statuses, so it may outlive the logs.
 	progDone := make(chan struct{})
 	go func() {
 		defer close(progDone)
