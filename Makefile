@@ -14,9 +14,10 @@ build:
 test:
 	$(GO) test -count=1 -timeout 30m $(PKGS)
 
-# No JVM: every package but the integration ones.
+# No JVM: every package but the integration ones, and not cmd/kfollower's
+# end-to-end TestDaemon (which starts a cluster).
 test-unit:
-	$(GO) test -count=1 -timeout 10m $$($(GO) list $(PKGS) | grep -v /integration)
+	$(GO) test -count=1 -timeout 10m -skip '^TestDaemon$$' $$($(GO) list $(PKGS) | grep -v /integration)
 
 test-integration:
 	$(GO) test -count=1 -timeout 30m -v $(INTEGRATION)
