@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 )
 
 // fileSystem is the seam every byte of storage goes through, so tests can
@@ -91,4 +92,40 @@ func mkdirAllSynced(fsys fileSystem, dir string) error {
 		}
 	}
 	return nil
+}
+
+// timedFS reports how long every fsync takes (files and directories), for
+// Options.OnSync: fsync latency is what a slow disk looks like to a
+// follower.
+type timedFS struct {
+	fileSystem
+	onSync func(time.Duration)
+	now    func() time.Time
+}
+
+func (t timedFS) OpenFile(name string, flag int, perm os.FileMode) (file, error) {
+	f, err := t.fileSystem.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return timedFile{f, t}, nil
+}
+
+func (t timedFS) SyncDir(dir string) error {
+	start := t.now()
+	err := t.fileSystem.SyncDir(dir)
+	t.onSync(t.now().Sub(start))
+	return err
+}
+
+type timedFile struct {
+	file
+	t timedFS
+}
+
+func (f timedFile) Sync() error {
+	start := f.t.now()
+	err := f.file.Sync()
+	f.t.onSync(f.t.now().Sub(start))
+	return err
 }

@@ -62,6 +62,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock for segment age, flush interval and retention.
 	Now func() time.Time
+	// OnSync, if set, is told how long each fsync took (segments,
+	// indexes, checkpoints, directories), for a latency histogram. It is
+	// called on the writer's goroutine and must not block.
+	OnSync func(time.Duration)
 }
 
 func (o Options) withDefaults() Options {
@@ -126,7 +130,13 @@ func PartitionDir(dataDir, topic string, partition int32) string {
 // recovers it (recover.go): it finishes an interrupted truncation, cuts a
 // torn tail, and cuts the epoch cache back to the log end.
 func Open(dataDir, topic string, partition int32, opts Options) (*Log, error) {
-	return openLog(osFS{}, dataDir, topic, partition, opts)
+	var fsys fileSystem = osFS{}
+	if opts.OnSync != nil {
+		// Wall-clock time, not opts.Now: a test clock must not stretch
+		// a latency.
+		fsys = timedFS{fileSystem: fsys, onSync: opts.OnSync, now: time.Now}
+	}
+	return openLog(fsys, dataDir, topic, partition, opts)
 }
 
 func openLog(fsys fileSystem, dataDir, topic string, partition int32, opts Options) (*Log, error) {
