@@ -75,6 +75,8 @@ type Metrics struct {
 	retBytes        *prometheus.CounterVec
 	flushDuration   prometheus.Histogram
 	flushErrors     prometheus.Counter
+	fsyncDuration   prometheus.Histogram
+	conformance     *prometheus.CounterVec
 	c               *collector
 }
 
@@ -118,6 +120,11 @@ func New(reg prometheus.Registerer, opts Options) *Metrics {
 			Help:    "Time of each periodic flush (fsync) of a local log.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1}}),
 		flushErrors: f.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: "flush_errors_total", Help: "Failed periodic flushes and local retention runs."}),
+		fsyncDuration: f.NewHistogram(prometheus.HistogramOpts{Namespace: Namespace, Name: "fsync_duration_seconds",
+			Help:    "Time of each fsync of a local log file or directory (segments, indexes, checkpoints), whatever the flush policy.",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1}}),
+		conformance: counter("conformance_violations_total",
+			"Broker answers the protocol rules out, by check (see the README); each is also logged with its evidence.", "check"),
 	}
 	m.c = newCollector(opts)
 	if reg != nil {
@@ -203,6 +210,20 @@ func (m *Metrics) Gap(topic string, from, to int64) {
 		m.gapOffsets.WithLabelValues(topic).Add(float64(to - from))
 	}
 }
+
+// Fsync records one fsync's duration (storage.Options.OnSync).
+func (m *Metrics) Fsync(d time.Duration) { m.fsyncDuration.Observe(d.Seconds()) }
+
+// ConformanceChecks makes each named check's series exist at zero, so a
+// dashboard reads "none failed" rather than "no data".
+func (m *Metrics) ConformanceChecks(names ...string) {
+	for _, n := range names {
+		m.conformance.WithLabelValues(n)
+	}
+}
+
+// ConformanceFailed counts one failed conformance check.
+func (m *Metrics) ConformanceFailed(check string) { m.conformance.WithLabelValues(check).Inc() }
 
 // Maintained records one partition's periodic retention and flush.
 func (m *Metrics) Maintained(topic string, segments int, bytes int64, flushed bool, flush time.Duration, err error) {

@@ -181,12 +181,19 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) error {
 		},
 		Version: kfVersion, GoVersion: runtime.Version(), FranzGoVersion: franzVersion,
 	})
+	var checks []string
+	for _, c := range follower.Checks() {
+		checks = append(checks, c.String())
+	}
+	m.ConformanceChecks(checks...)
+	storageOpts := storageOptions(cfg)
+	storageOpts.OnSync = m.Fsync
 	prog := newProgress(logger)
 	mgr, err = fetcher.New(fetcher.Config{
 		Client:              client,
 		DataDir:             cfg.DataDir,
 		Follow:              follow,
-		Storage:             storageOptions(cfg),
+		Storage:             storageOpts,
 		DiscardOnGap:        cfg.DiscardOnGap,
 		MetadataInterval:    cfg.MetadataInterval,
 		MaintenanceInterval: maintenanceInterval(cfg),
@@ -197,6 +204,8 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) error {
 				m.Truncated(e.Topic, e.Cause.String(), e.Records, e.Bytes)
 			case *follower.GapEvent:
 				m.Gap(e.Topic, e.From, e.To)
+			case *follower.ConformanceEvent:
+				m.ConformanceFailed(e.Check.String())
 			}
 		},
 		OnFetch: func(s fetcher.FetchStats) {
