@@ -298,6 +298,15 @@ func testUnclean(ctx context.Context, t *testing.T, c *kafka.Cluster, d *daemon,
 	exactly("kfollower_partition_leader_epoch", map[string]string{"topic": topic, "partition": "0"}, float64(elected.LeaderEpoch))
 	exactly("kfollower_partition_state", map[string]string{"topic": topic, "partition": "0", "state": "fetching"}, 1)
 	exactly("kfollower_ready", nil, 1)
+	// A real broker's answers pass every conformance check, through the
+	// leader kill and the unclean election; each check's series exists.
+	if mf := after["kfollower_conformance_violations_total"]; mf == nil || len(mf.GetMetric()) != 5 {
+		t.Errorf("want a kfollower_conformance_violations_total series per check (5), got %v", mf)
+	}
+	exactly("kfollower_conformance_violations_total", nil, 0)
+	if value(after, "kfollower_fsync_duration_seconds_count", nil) <= 0 {
+		t.Errorf("kfollower_fsync_duration_seconds counted no fsync")
+	}
 	if v := value(after, "kfollower_lost_found_bytes", nil); v <= 0 {
 		t.Errorf("kfollower_lost_found_bytes = %v after a loss", v)
 	}
