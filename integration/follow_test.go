@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kfollower/kfollower/integration/kafka"
+	"github.com/kfollower/kfollower/storage"
 	"github.com/kfollower/kfollower/wire/batch"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -38,10 +39,12 @@ func TestFollowWhileProducing(t *testing.T) {
 	// is switched off so the leader's log stops changing under the check.
 	// 1 MiB is the smallest segment.bytes; 1 KiB values on 50 keys fill
 	// one segment and start a second, and the cleaner keeps little of the
-	// first. Little to clean keeps the wait short on a loaded machine.
+	// first: small batches (about 100 records) so whole batches go and
+	// leave gaps between the ones kept. Little to clean keeps the wait
+	// short on a loaded machine.
 	pad := strings.Repeat("x", 1000)
 	for p := int32(0); p < 4; p++ {
-		produceTo(ctx, t, c, "compacted", p, "old"+pad, 1500)
+		produceTo(ctx, t, c, "compacted", p, "old"+pad, 1500, kgo.ProducerBatchMaxBytes(100_000))
 	}
 	waitCompacted(ctx, t, c, "compacted", 4)
 	del := "delete"
@@ -77,6 +80,9 @@ func TestFollowWhileProducing(t *testing.T) {
 			}
 			if p == 0 || topic == "codecs" {
 				checkWithDumpLogSegments(t, s.dir, topic, p)
+			}
+			if topic == "compacted" && !skipsOffsets(readSegments(t, storage.PartitionDir(s.dir, topic, p))) {
+				t.Fatalf("%s-%d: our copy of a compacted log has no gaps", topic, p)
 			}
 		}
 	}
@@ -137,20 +143,26 @@ func waitCompacted(ctx context.Context, t *testing.T, c *kafka.Cluster, topic st
 }
 
 // hasOffsetGap reports whether the leader's log of topic-p, on disk, skips
-// offsets: the cleaner removed whole batches (v2 batches it keeps keep their
-// base and last offsets, MemoryRecords.filterTo).
+// offsets.
 func hasOffsetGap(t *testing.T, c *kafka.Cluster, ctx context.Context, topic string, p int32) bool {
 	t.Helper()
 	st, err := c.Partition(ctx, topic, p)
 	if err != nil || st.Leader < 0 {
 		return false
 	}
-	raw := readSegments(t, filepath.Join(c.Node(st.Leader).DataDir(), fmt.Sprintf("%s-%d", topic, p)))
+	return skipsOffsets(readSegments(t, filepath.Join(c.Node(st.Leader).DataDir(), fmt.Sprintf("%s-%d", topic, p))))
+}
+
+// skipsOffsets reports whether a log's batches skip offsets: the cleaner
+// removed whole batches, or records inside one (v2 batches it keeps keep
+// their base and last offsets, MemoryRecords.filterTo). Nothing was deleted
+// from the start of these logs, so they should start at 0.
+func skipsOffsets(raw []byte) bool {
 	sc := batch.NewScanner(raw)
-	next := int64(0) // nothing was deleted from the start of these logs
+	next := int64(0)
 	for sc.Next() {
 		h := sc.Header()
-		if h.BaseOffset != next {
+		if h.BaseOffset != next || int64(h.RecordCount) < int64(h.LastOffsetDelta)+1 {
 			return true
 		}
 		next = h.NextOffset()
