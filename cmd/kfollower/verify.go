@@ -51,7 +51,12 @@ func newAuditCLI(name string, stderr io.Writer, cluster bool) *auditCLI {
 	}
 	for _, n := range names {
 		f := run.Lookup(n)
-		a.fs.Var(f.Value, f.Name, f.Usage)
+		usage := f.Usage
+		if n == "data-dir" {
+			// run's text speaks of its lock; these tools only read.
+			usage = "`directory` of the local copy that 'kfollower run' writes; only read here, so a running daemon may keep writing it"
+		}
+		a.fs.Var(f.Value, f.Name, usage)
 	}
 	a.fs.BoolVar(&a.json, "json", false, "print the report as JSON instead of a table")
 	a.fs.Var(&a.topics, "topic", "comma-separated `topics` to look at (default: all)")
