@@ -229,3 +229,51 @@ func sameSet(a, b []int32) bool {
 
 // SameSet reports whether a and b hold the same broker ids in any order.
 func SameSet(a, b []int32) bool { return sameSet(a, b) }
+
+// HighWatermark asks the partition's leader, and only it, for its high
+// watermark (ListOffsets latest as a consumer), retrying until ctx's
+// deadline or 30 s. A kadm call may route its metadata request to a
+// SIGSTOPped broker and time out; this never does.
+func (c *Cluster) HighWatermark(ctx context.Context, topic string, partition int32) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var last error
+	for {
+		s, err := c.Partition(ctx, topic, partition)
+		if err == nil && s.Leader < 0 {
+			err = fmt.Errorf("%s-%d has no leader", topic, partition)
+		}
+		if err == nil {
+			req := kmsg.NewPtrListOffsetsRequest()
+			rt := kmsg.NewListOffsetsRequestTopic()
+			rt.Topic = topic
+			rp := kmsg.NewListOffsetsRequestTopicPartition()
+			rp.Partition = partition
+			rp.CurrentLeaderEpoch = s.LeaderEpoch
+			rp.Timestamp = -1 // latest; replica id -1 makes it the high watermark
+			rt.Partitions = append(rt.Partitions, rp)
+			req.Topics = append(req.Topics, rt)
+			rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
+			var resp kmsg.Response
+			resp, err = c.adminClient().Broker(int(s.Leader)).Request(rctx, req)
+			rcancel()
+			if err == nil {
+				r := resp.(*kmsg.ListOffsetsResponse)
+				if len(r.Topics) == 1 && len(r.Topics[0].Partitions) == 1 {
+					p := r.Topics[0].Partitions[0]
+					if err = kerr.ErrorForCode(p.ErrorCode); err == nil {
+						return p.Offset, nil
+					}
+				} else {
+					err = fmt.Errorf("ListOffsets answer for %s-%d has no partition", topic, partition)
+				}
+			}
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("high watermark of %s-%d: %w (last: %v)", topic, partition, ctx.Err(), last)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
