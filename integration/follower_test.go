@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -183,20 +182,11 @@ func compareWithLeader(ctx context.Context, t *testing.T, c *kafka.Cluster, data
 // order: the batches, byte for byte.
 func readSegments(t *testing.T, dir string) []byte {
 	t.Helper()
-	names, err := filepath.Glob(filepath.Join(dir, "*.log"))
+	b, err := kafka.ReadSegments(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sort.Strings(names) // 20-digit base offsets sort as numbers
-	var all []byte
-	for _, n := range names {
-		b, err := os.ReadFile(n)
-		if err != nil {
-			t.Fatalf("reading segment: %v", err)
-		}
-		all = append(all, b...)
-	}
-	return all
+	return b
 }
 
 // readCheckpoint returns the "epoch offset" lines of a leader-epoch-checkpoint.

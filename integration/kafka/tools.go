@@ -2,8 +2,10 @@ package kafka
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 )
 
@@ -22,4 +24,24 @@ func RunTool(mainClass string, args ...string) (string, error) {
 		return string(out), fmt.Errorf("running %s %s: %v\n%s", mainClass, strings.Join(args, " "), err, tail(string(out), 30))
 	}
 	return string(out), nil
+}
+
+// ReadSegments concatenates the .log files of a partition directory in
+// offset order: its record batches, byte for byte. It reads a broker's log
+// dir and kfollower's copy alike, so tests can compare the two.
+func ReadSegments(dir string) ([]byte, error) {
+	names, err := filepath.Glob(filepath.Join(dir, "*.log"))
+	if err != nil {
+		return nil, fmt.Errorf("listing segments in %s: %w", dir, err)
+	}
+	sort.Strings(names) // 20-digit base offsets sort as numbers
+	var all []byte
+	for _, n := range names {
+		b, err := os.ReadFile(n)
+		if err != nil {
+			return nil, fmt.Errorf("reading segment: %w", err)
+		}
+		all = append(all, b...)
+	}
+	return all, nil
 }
