@@ -227,16 +227,16 @@ func (w *worker) send(ctx context.Context) {
 	case len(f.epochQs) > 0:
 		f.kind, f.lists, f.fetches = "offsets_for_leader_epoch", nil, nil
 		reqs = []kmsg.Request{wire.OffsetsForLeaderEpochRequest(f.epochQs)}
-		w.clear(f.epochQs)
+		clearPending(w, f.epochQs)
 	case len(f.lists) > 0:
 		f.kind, f.fetches = "list_offsets", nil
 		reqs = []kmsg.Request{wire.ListOffsetsRequest(f.lists, false), wire.ListOffsetsRequest(f.lists, true)}
-		w.clear(f.lists)
+		clearPending(w, f.lists)
 	case len(f.fetches) > 0:
 		f.kind = "fetch"
 		f.ids = w.m.topicIDs()
 		reqs = []kmsg.Request{wire.FetchRequest(f.fetches, f.ids, w.m.cfg.Limits)}
-		w.clear(f.fetches)
+		clearPending(w, f.fetches)
 	default:
 		return
 	}
@@ -253,20 +253,10 @@ func (w *worker) send(ctx context.Context) {
 	}()
 }
 
+// clearPending marks the requests of m as sent.
 func clearPending[T any](w *worker, m map[wire.TopicPartition]T) {
 	for tp := range m {
 		w.parts[tp].pending = nil
-	}
-}
-
-func (w *worker) clear(m any) {
-	switch m := m.(type) {
-	case map[wire.TopicPartition]*follower.OffsetsForLeaderEpoch:
-		clearPending(w, m)
-	case map[wire.TopicPartition]*follower.ListOffsets:
-		clearPending(w, m)
-	case map[wire.TopicPartition]*follower.Fetch:
-		clearPending(w, m)
 	}
 }
 
