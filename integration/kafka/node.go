@@ -70,7 +70,9 @@ func (n *Node) jvmArgs(mainClass string, args ...string) []string {
 // format runs StorageTool format for this node, with static voters (no
 // --standalone: kafka-harness.md §1.1) and the chosen feature levels.
 func (n *Node) format(clusterID string, features []string) error {
-	args := []string{"format", "-t", clusterID, "-c", n.config}
+	// --cluster-id=ID as one argument: a random id may start with '-',
+	// which argparse4j would take for an option after a bare -t.
+	args := []string{"format", "--cluster-id=" + clusterID, "-c", n.config}
 	for _, f := range features {
 		args = append(args, "--feature", f)
 	}
