@@ -228,7 +228,7 @@ func (p *Partition) onFetchReply(now time.Time, m FetchReply) error {
 		// we lack, we continue with OffsetsForLeaderEpoch rounds, which the
 		// leader answers from the same endOffsetFor, so that the whole
 		// truncation is one cut and one event.
-		p.rc = recon{cause: CauseDivergingEpoch, rounds: 1, cap: p.log.LogEndOffset(), oorEnd: -1}
+		p.rc = recon{cause: CauseDivergingEpoch, rounds: 1, capEnd: p.log.LogEndOffset(), oorEnd: -1}
 		p.state = StateReconciling
 		p.decide(m.Diverging)
 		return nil

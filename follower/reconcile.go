@@ -10,8 +10,9 @@ import (
 type recon struct {
 	cause  Cause
 	rounds int
-	// cap/capEpoch/capped: the virtual truncation so far (see cappedLog).
-	cap      int64
+	// capEnd, capEpoch, capped: the virtual truncation so far, the log end
+	// and latest epoch once it is carried out (see cappedLog).
+	capEnd   int64
 	capEpoch int32
 	capped   bool
 	// oorEnd is the leader's log end from ListOffsets when the
@@ -24,7 +25,7 @@ type recon struct {
 // (truncateToHighWatermark, §3.2), which for us would only drop committed
 // data; we fetch from the log end with LastFetchedEpoch -1 instead.
 func (p *Partition) startReconcile(cause Cause, oorEnd int64) {
-	p.rc = recon{cause: cause, cap: p.log.LogEndOffset(), oorEnd: oorEnd}
+	p.rc = recon{cause: cause, capEnd: p.log.LogEndOffset(), oorEnd: oorEnd}
 	if oorEnd >= 0 {
 		p.rc.rounds = 1 // the ListOffsets answer
 	}
@@ -44,7 +45,7 @@ func (p *Partition) startReconcile(cause Cause, oorEnd int64) {
 // view is the local log as the reconciliation in progress sees it.
 func (p *Partition) view() LocalLog {
 	if p.state == StateReconciling && p.rc.capped {
-		return capLog(p.log, p.rc.cap, p.rc.capEpoch, true)
+		return capLog(p.log, p.rc.capEnd, p.rc.capEpoch, true)
 	}
 	return p.log
 }
@@ -76,7 +77,7 @@ func (p *Partition) decide(leader EpochEndOffset) {
 		// KIP-279 step 3: truncate to the end of our largest epoch below
 		// the one named (virtually: storage is touched once, at the end)
 		// and ask about that epoch next.
-		p.rc.cap, p.rc.capEpoch, p.rc.capped = t.Offset, t.NextEpoch, true
+		p.rc.capEnd, p.rc.capEpoch, p.rc.capped = t.Offset, t.NextEpoch, true
 		p.state = StateReconciling
 		return
 	}
