@@ -193,6 +193,9 @@ func (e *storyEnv) drive(t *testing.T, d *datadriven.TestData, out *strings.Buil
 		}
 		quiet = false
 		rd := e.p.Ready()
+		if len(rd.Actions) > 0 && rd.Request != nil {
+			d.Fatalf(t, "a Ready with both actions and a request:\n%v", rd)
+		}
 		fmt.Fprintf(out, "%v\n", rd)
 		var failed error
 		for _, a := range rd.Actions {

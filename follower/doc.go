@@ -22,6 +22,8 @@
 //		rd := p.Ready()
 //		// 1. rd.Actions, in order, each durable before the next.
 //		// 2. rd.Events: fill in Records and Bytes, log, count.
+//		//    A ReconciledEvent says fetching resumes after a
+//		//    reconciliation, with its round trips.
 //		// 3. rd.Request: send it (batched per broker).
 //		// 4. rd.RefreshMetadata: ask for Metadata soon.
 //		p.Advance(rd)
@@ -40,6 +42,8 @@
 //     it then is, and a Ready never carries both Actions and a Request.
 //  2. Append carries the record batches of a Fetch reply back: append them
 //     unchanged (validated, trailing partial batch dropped, epochs assigned).
+//     It names the leader epoch the Fetch was fenced with, against which
+//     the batches' own epochs are checked (CheckBatchEpochAboveLeader).
 //     If an action fails, do not call Advance; step ActionFailed instead
 //     (Corrupt for a batch that fails validation).
 //  3. Send the Request to Request's Leader and step its reply with the same
@@ -57,7 +61,8 @@
 // (kafka-internals.md §3.2). When the leader names an epoch we lack, the loop
 // asks again about our largest smaller epoch; the truncation is decided per
 // round but carried out once, at the end, so a multi-round reconciliation is
-// one cut, one lost+found range and one TruncationEvent.
+// one cut, one lost+found range and one TruncationEvent. Every reconciliation
+// ends with a ReconciledEvent, cut or not.
 //
 // Fetches carry LastFetchedEpoch, so a divergence the reconciliation did not
 // see comes back as DivergingEpoch (KIP-595's truncate-on-fetch, §3.3) and

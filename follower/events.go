@@ -1,7 +1,8 @@
 package follower
 
-// Event is something to log and count: *TruncationEvent, *GapEvent or
-// *ConformanceEvent.
+// Event is something to log and count: *TruncationEvent, *GapEvent,
+// *ConformanceEvent or *ReconciledEvent. A driver that meets a kind it does
+// not know should ignore it: kinds may be added.
 type Event interface{ isEvent() }
 
 // Cause says what revealed a divergence.
@@ -137,6 +138,32 @@ type ConformanceEvent struct {
 	Evidence    string // what was asked, answered and held
 }
 
+// ReconciledEvent reports that a reconciliation (KIP-101/KIP-279) ended and
+// fetching resumes: once the actions of the same Ready are carried out, the
+// local log ends at LogEndOffset and agrees with the leader's history as far
+// as the leader's answers tell. It follows the TruncationEvent when the
+// reconciliation cut the log. Every path into StateFetching from a new
+// leader epoch, a fence or OFFSET_OUT_OF_RANGE (high side) emits one, so the
+// driver learns from it, not from State, that the partition reconciled.
+type ReconciledEvent struct {
+	Topic       string
+	Partition   int32
+	LeaderEpoch int32 // the leader epoch reconciled with
+	// Roundtrips is the number of leader answers it took, counted as in
+	// TruncationEvent (plus the ListOffsets answer that started it after
+	// OFFSET_OUT_OF_RANGE); 0 when we hold no epochs and so had nothing to
+	// ask: the first Fetch, with LastFetchedEpoch -1, does the checking.
+	Roundtrips int
+	// Cause is what the reconciliation acted on: the OffsetsForLeaderEpoch
+	// answers, a Fetch's DivergingEpoch, or the leader's log end after
+	// OFFSET_OUT_OF_RANGE when the epochs gave no information.
+	Cause Cause
+	// LogEndOffset is where the local log ends once the Ready's actions are
+	// carried out, and where fetching resumes.
+	LogEndOffset int64
+}
+
 func (*TruncationEvent) isEvent()  {}
 func (*GapEvent) isEvent()         {}
 func (*ConformanceEvent) isEvent() {}
+func (*ReconciledEvent) isEvent()  {}

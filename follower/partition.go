@@ -246,7 +246,7 @@ func (p *Partition) onFetchReply(now time.Time, m FetchReply) error {
 		p.leaderLogStart = m.LogStartOffset
 	}
 	if len(m.Records) > 0 {
-		p.out.Actions = append(p.out.Actions, &Append{ID: m.ID, Offset: f.Offset, Records: m.Records})
+		p.out.Actions = append(p.out.Actions, &Append{ID: m.ID, Offset: f.Offset, CurrentLeaderEpoch: f.CurrentLeaderEpoch, Records: m.Records})
 	}
 	return nil
 }

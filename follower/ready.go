@@ -71,9 +71,14 @@ type TruncateFullyAndStartAt struct{ Offset int64 }
 // Offset, exactly as received: validate, drop a trailing partial batch,
 // assign epochs (kafka-internals.md §10.11, §10.12).
 type Append struct {
-	ID      uint64
-	Offset  int64
-	Records []byte
+	ID     uint64
+	Offset int64
+	// CurrentLeaderEpoch is the leader epoch the Fetch was fenced with
+	// (KIP-320). A leader stamps its batches with its own epoch, so no batch
+	// may carry a higher one (CheckBatchEpochAboveLeader, checked by the
+	// driver as it scans the batches).
+	CurrentLeaderEpoch int32
+	Records            []byte
 }
 
 func (*MoveToLostFound) isAction()         {}
@@ -86,7 +91,8 @@ func (*Append) isAction()                  {}
 //
 //  1. Actions, in order, each durable before the next (a truncation's intent,
 //     segments and epoch checkpoint fsynced);
-//  2. Events: log them, fill in Records and Bytes, hand them to metrics;
+//  2. Events: log them, fill in Records and Bytes (TruncationEvent), hand
+//     them to metrics;
 //  3. Request: send it (batched with other partitions' requests to the same
 //     broker);
 //  4. RefreshMetadata: ask for fresh Metadata soon.

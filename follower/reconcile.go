@@ -36,7 +36,8 @@ func (p *Partition) startReconcile(cause Cause, oorEnd int64) {
 			p.finishReconcile(min(oorEnd, p.log.LogEndOffset()), CauseOutOfRangeHigh, UndefinedEpoch)
 			return
 		}
-		p.state = StateFetching
+		// Nothing to ask about: reconciled as it is.
+		p.finishReconcile(p.log.LogEndOffset(), cause, UndefinedEpoch)
 		return
 	}
 	p.state = StateReconciling
@@ -99,9 +100,17 @@ func (p *Partition) decide(leader EpochEndOffset) {
 }
 
 // finishReconcile truncates to target if that removes anything, reports it
-// as loss, and goes on fetching.
+// as loss, reports the reconciliation done, and goes on fetching.
 func (p *Partition) finishReconcile(target int64, cause Cause, agreed int32) {
 	leo, start := p.log.LogEndOffset(), p.log.LogStartOffset()
+	done := &ReconciledEvent{
+		Topic:        p.cfg.Topic,
+		Partition:    p.cfg.Partition,
+		LeaderEpoch:  p.epoch,
+		Roundtrips:   p.rc.rounds,
+		Cause:        cause,
+		LogEndOffset: min(target, leo),
+	}
 	if target < leo {
 		// Everything we hold was at or below a leader's high watermark, so
 		// [target, leo) is committed data the current leader does not
@@ -137,6 +146,7 @@ func (p *Partition) finishReconcile(target int64, cause Cause, agreed int32) {
 			})
 		}
 	}
+	p.out.Events = append(p.out.Events, done)
 	p.rc = recon{}
 	p.state = StateFetching
 }
