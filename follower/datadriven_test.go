@@ -3,6 +3,7 @@ package follower
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -33,19 +34,28 @@ import (
 //	tick [advance=DURATION]
 //	status | log | stop
 func TestStories(t *testing.T) {
-	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
-		var e *storyEnv
-		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
-			if d.Cmd == "init" {
-				e = newStoryEnv(t, d)
-				return e.log.String()
-			}
-			if e == nil {
-				d.Fatalf(t, "%s before init", d.Cmd)
-			}
-			return e.handle(t, d)
+	paths, err := filepath.Glob("testdata/*.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range paths {
+		if path == endOffsetForTable {
+			continue // a table of Kafka's answers, not a story
+		}
+		t.Run(strings.TrimSuffix(filepath.Base(path), ".txt"), func(t *testing.T) {
+			var e *storyEnv
+			datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+				if d.Cmd == "init" {
+					e = newStoryEnv(t, d)
+					return e.log.String()
+				}
+				if e == nil {
+					d.Fatalf(t, "%s before init", d.Cmd)
+				}
+				return e.handle(t, d)
+			})
 		})
-	})
+	}
 }
 
 // storyBase is the fixed start of story time.

@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"testing"
+
+	"github.com/cockroachdb/datadriven"
 )
 
 // memLog is the in-memory LocalLog the tests use: a log start, a log end and
@@ -166,4 +169,38 @@ func decodeBatches(s string) ([]memBatch, error) {
 		bs = append(bs, memBatch{int32(ep), n})
 	}
 	return bs, nil
+}
+
+// endOffsetForTable holds Kafka's endOffsetFor answers. storage's
+// TestEndOffsetForTable reads the same file for storage.Epochs.
+const endOffsetForTable = "testdata/end_offset_for.txt"
+
+// TestMemLogEndOffsetFor pins memLog, which every story and the oracle's
+// leader answer through, to Kafka's LeaderEpochFileCache: assign replays
+// each case's history, EndOffsetForEpoch must give Kafka's answer. With
+// storage's test over the same file, memLog and storage.Epochs cannot
+// disagree without one of them failing.
+func TestMemLogEndOffsetFor(t *testing.T) {
+	datadriven.RunTest(t, endOffsetForTable, func(t *testing.T, d *datadriven.TestData) string {
+		if d.Cmd != "end-offset-for" {
+			d.Fatalf(t, "unknown command %q", d.Cmd)
+		}
+		if d.Rewrite {
+			d.Fatalf(t, "%s holds Kafka's answers; it is not rewritten from an implementation", endOffsetForTable)
+		}
+		l := &memLog{leo: argInt(t, d, "leo")}
+		for line := range strings.SplitSeq(strings.TrimSpace(d.Input), "\n") {
+			if line = strings.TrimSpace(line); line == "" {
+				continue
+			}
+			var ep int32
+			var start int64
+			if _, err := fmt.Sscanf(line, "%d %d", &ep, &start); err != nil {
+				d.Fatalf(t, "assign line %q: %v", line, err)
+			}
+			l.assign(ep, start)
+		}
+		found, end := l.EndOffsetForEpoch(int32(argInt(t, d, "epoch")))
+		return fmt.Sprintf("(%d, %d)", found, end)
+	})
 }
