@@ -23,7 +23,8 @@ const (
 	// nothing until metadata names a newer leader epoch.
 	Fence
 	// OutOfRange: the fetch offset is outside the leader's log; find out
-	// which side with ListOffsets (kafka-internals.md §3.4).
+	// which side with ListOffsets, as
+	// AbstractFetcherThread.fetchOffsetAndTruncate does.
 	OutOfRange
 )
 
@@ -50,12 +51,12 @@ func (r Reaction) Backoff() bool { return r == Retry || r == RefreshAndRetry }
 // other error, which is taken as a lost connection or a request that got no
 // answer.
 //
-// The rows follow what Kafka's own fetcher does (AbstractFetcherThread
-// processFetchRequest and maybeTruncateToEpochEndOffsets,
-// kafka-internals.md §3.2, §3.5) and kgo's isRetryableBrokerErr for the
-// transport cases. Like Kafka's fetcher, anything not named retries with
-// backoff ("shouldPollIndefinitelyIfLeaderReturnsAnyException", §7.5): a
-// daemon must outlast an operator fixing ACLs or a broker restarting.
+// The rows follow what Kafka's own fetcher does (AbstractFetcherThread's
+// processFetchRequest and maybeTruncateToEpochEndOffsets) and kgo's
+// isRetryableBrokerErr for the transport cases. Like Kafka's fetcher,
+// anything not named retries with backoff
+// (ReplicaFetcherThreadTest.shouldPollIndefinitelyIfLeaderReturnsAnyException):
+// a daemon must outlast an operator fixing ACLs or a broker restarting.
 func Classify(err error) Reaction {
 	if err == nil {
 		return Proceed
@@ -64,7 +65,7 @@ func Classify(err error) Reaction {
 	if !ok {
 		// Lost connection, timeout, dial failure: the broker may be down and
 		// leadership moving. Kafka maps these to UNKNOWN_SERVER_ERROR with
-		// (-1, -1) (RemoteLeaderEndPoint.fetchEpochEndOffsets, §2.4) and
+		// (-1, -1) (RemoteLeaderEndPoint.fetchEpochEndOffsets) and
 		// retries; we also refresh metadata.
 		return RefreshAndRetry
 	}
@@ -76,11 +77,13 @@ func Classify(err error) Reaction {
 		return Fence
 	case kerr.UnknownLeaderEpoch.Code:
 		// KIP-320: our epoch is newer than the broker's; it is behind on
-		// metadata and will catch up. Same request, after a pause (§3.5).
+		// metadata and will catch up. Same request, after a pause
+		// (AbstractFetcherThread.processFetchRequest).
 		return Retry
 	case kerr.OffsetOutOfRange.Code:
-		// §3.4 fetchOffsetAndTruncate: high (past the leader's end) or low
-		// (below its log start) is decided from ListOffsets.
+		// AbstractFetcherThread.fetchOffsetAndTruncate: high (past the
+		// leader's end) or low (below its log start) is decided from
+		// ListOffsets.
 		return OutOfRange
 	case kerr.NotLeaderForPartition.Code, // NOT_LEADER_OR_FOLLOWER
 		kerr.LeaderNotAvailable.Code,
@@ -88,8 +91,9 @@ func Classify(err error) Reaction {
 		kerr.UnknownTopicOrPartition.Code,
 		kerr.UnknownTopicID.Code,
 		kerr.InconsistentTopicID.Code,
-		// The leader's log directory failed (HostedPartition.Offline,
-		// §2.4): the controller will move leadership away from it.
+		// The leader's log directory failed (ReplicaManager's
+		// HostedPartition.Offline): the controller will move leadership
+		// away from it.
 		kerr.KafkaStorageError.Code,
 		kerr.NetworkException.Code,
 		kerr.RequestTimedOut.Code:
@@ -97,7 +101,7 @@ func Classify(err error) Reaction {
 	case kerr.CorruptMessage.Code:
 		// A batch failed its CRC, on the broker or in our own validation:
 		// Kafka logs, backs off and refetches, as it may be a transient
-		// partial read (§3.5).
+		// partial read (AbstractFetcherThread.processFetchRequest).
 		return Retry
 	default:
 		// UNKNOWN_LEADER_EPOCH's cousins (OFFSET_NOT_AVAILABLE right after an

@@ -17,10 +17,10 @@ func (p *Partition) checkEpochAnswer(q *OffsetsForLeaderEpoch, a EpochEndOffset)
 		p.conform(CheckEpochAnswer, asked+": an epoch above the one asked")
 		return
 	}
-	// An answer (R, first start) for R below the leader's first epoch names
-	// an epoch the leader does not hold (§1.5), so only a floor entry
-	// (below R) or the leader's current epoch, answered with its log end,
-	// is evidence about that epoch.
+	// An answer (R, first start) for R below the leader's first epoch names an
+	// epoch the leader does not hold (LeaderEpochFileCache.endOffsetFor), so
+	// only a floor entry (below R) or the leader's current epoch, answered
+	// with its log end, is evidence about that epoch.
 	if a.Epoch == q.LeaderEpoch && a.Epoch != q.CurrentLeaderEpoch {
 		return
 	}

@@ -11,10 +11,12 @@ type Cause uint8
 const (
 	// CauseEpochReply: an OffsetsForLeaderEpoch reply (KIP-101/KIP-279).
 	CauseEpochReply Cause = iota + 1
-	// CauseDivergingEpoch: a Fetch reply's DivergingEpoch (§3.3).
+	// CauseDivergingEpoch: a Fetch reply's DivergingEpoch (KIP-595's
+	// truncate-on-fetch).
 	CauseDivergingEpoch
 	// CauseOutOfRangeHigh: OFFSET_OUT_OF_RANGE with the leader's log end
-	// below ours, and no epoch information to do better (§3.4).
+	// below ours, and no epoch information to do better
+	// (AbstractFetcherThread.fetchOffsetAndTruncate).
 	CauseOutOfRangeHigh
 )
 
@@ -48,7 +50,7 @@ type TruncationEvent struct {
 	// the epoch of the leader's final answer when we have it too (KIP-279
 	// step 4), -1 when the cut came from another row of the table; it can
 	// lie below the leader's first epoch, whose start the leader then
-	// answered with (§1.5).
+	// answered with (LeaderEpochFileCache.endOffsetFor).
 	LocalEpoch, AgreedEpoch int32
 	// Roundtrips is the number of leader answers it took (OffsetsForLeaderEpoch
 	// replies, plus the Fetch that carried a DivergingEpoch).
@@ -63,7 +65,7 @@ type TruncationEvent struct {
 
 // GapEvent reports offsets the cluster deleted (retention, DeleteRecords)
 // before we copied them: the leader's log start moved past our log end
-// (OFFSET_OUT_OF_RANGE, low side, §3.4). Not a loss: the data was deleted on
+// (OFFSET_OUT_OF_RANGE, low side). Not a loss: the data was deleted on
 // purpose.
 type GapEvent struct {
 	Topic       string
@@ -79,15 +81,16 @@ type GapEvent struct {
 }
 
 // Check names a conformance check: a broker answer that the protocol or
-// the data we hold says cannot be right (issue: "validate leader-epoch
-// behaviour of real brokers"). A check never changes what kfollower does;
-// it reports the evidence.
+// the data we hold says cannot be right. kfollower sees every answer about
+// leader epochs from the outside, so it can tell when a real broker departs
+// from the protocol. A check never changes what kfollower does; it reports
+// the evidence.
 type Check uint8
 
 const (
 	// CheckEpochAnswer: an OffsetsForLeaderEpoch answer names an epoch
-	// above the one asked (endOffsetFor returns the largest epoch <= the
-	// requested one, kafka-internals.md §2.1), or says an epoch we hold
+	// above the one asked (LeaderEpochFileCache.endOffsetFor returns the
+	// largest epoch <= the requested one), or says an epoch we hold
 	// batches of ends at or before our first batch of it, which no leader
 	// that ever held those batches can say.
 	CheckEpochAnswer Check = iota + 1
@@ -105,7 +108,7 @@ const (
 	CheckBatchEpochAboveLeader
 	// CheckUndefinedAnswer: (-1, -1) for an epoch between 0 and the
 	// leader's current epoch. A leader records its epoch when elected
-	// (Partition.makeLeader, §2.5), so it always has an answer there.
+	// (Partition.makeLeader), so it always has an answer there.
 	CheckUndefinedAnswer
 )
 

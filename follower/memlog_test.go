@@ -9,10 +9,10 @@ import (
 	"github.com/cockroachdb/datadriven"
 )
 
-// memLog is the in-memory LocalLog the tests use: a log start, a log end and
-// a leader-epoch cache with exactly Kafka's LeaderEpochFileCache rules
-// (kafka-internals.md §2.1, §6). It holds no records: a batch is an epoch and
-// a record count.
+// memLog is the in-memory LocalLog the tests use: a log start, a log end and a
+// leader-epoch cache with exactly Kafka's LeaderEpochFileCache rules
+// (endOffsetFor, assign, truncateFromEnd). It holds no records: a batch is an
+// epoch and a record count.
 type memLog struct {
 	start, leo int64
 	epochs     []epochEntry // strictly increasing in epoch and start offset
@@ -40,7 +40,8 @@ func (l *memLog) LatestEpoch() (int32, bool) {
 	return l.epochs[len(l.epochs)-1].epoch, true
 }
 
-// EndOffsetForEpoch is LeaderEpochFileCache.endOffsetFor(epoch, LEO) (§2.1).
+// EndOffsetForEpoch is LeaderEpochFileCache.endOffsetFor(epoch, LEO),
+// pinned to Kafka's answers by TestMemLogEndOffsetFor.
 func (l *memLog) EndOffsetForEpoch(epoch int32) (int32, int64) {
 	if epoch == UndefinedEpoch {
 		return UndefinedEpoch, UndefinedOffset
@@ -66,7 +67,7 @@ func (l *memLog) EndOffsetForEpoch(epoch int32) (int32, int64) {
 	return l.epochs[hi-1].epoch, l.epochs[hi].start
 }
 
-// assign is LeaderEpochFileCache.assign (§6.1).
+// assign is LeaderEpochFileCache.assign.
 func (l *memLog) assign(epoch int32, start int64) {
 	if n := len(l.epochs); n > 0 {
 		last := l.epochs[n-1]
@@ -84,8 +85,8 @@ func (l *memLog) assign(epoch int32, start int64) {
 	l.epochs = append(l.epochs, epochEntry{epoch, start})
 }
 
-// truncateTo is UnifiedLog.truncateTo with truncateFromEnd on the cache
-// (§6.2): below the log start it becomes truncateFully.
+// truncateTo is UnifiedLog.truncateTo with truncateFromEnd on the cache:
+// below the log start it becomes truncateFully.
 func (l *memLog) truncateTo(off int64) {
 	if off >= l.leo {
 		return

@@ -48,7 +48,7 @@ type OffsetsReply struct {
 	LogStartOffset int64
 	// LogEndOffset: ListOffsets LATEST_TIMESTAMP sent with replica id -2,
 	// which returns the leader's log end offset; replica id -1 would apply
-	// high-watermark isolation (kafka-internals.md §4.6).
+	// high-watermark isolation (ReplicaManager.fetchOffset).
 	LogEndOffset int64
 }
 
@@ -89,8 +89,10 @@ func (Stop) isMsg()          {}
 
 // ErrStale is returned by Step for a reply to a request that is no longer
 // the one in flight: the leader epoch changed, the partition backed off or
-// moved on since it was sent (kafka-internals.md §10.15). The reply was
-// discarded; the driver may count it.
+// moved on since it was sent. Kafka's fetcher likewise ignores a response
+// whose fetch offset or leader epoch no longer matches
+// (AbstractFetcherThread.processFetchRequest). The reply was discarded; the
+// driver may count it.
 var ErrStale = errors.New("follower: stale reply discarded")
 
 // ErrStopped is returned by Step once the partition has stopped.

@@ -37,17 +37,18 @@ func (p *Partition) onOffsetsReply(now time.Time, m OffsetsReply) error {
 		p.onGap(pos, m.LogStartOffset)
 		p.state = StateFetching
 	case m.LogEndOffset < pos:
-		// High: the leader's log ends below our fetch offset. Kafka
-		// truncates straight to the leader's end, admitting this "can
-		// leave mismatched logs" (§3.4). We reconcile by epochs instead,
-		// which finds the exact divergence, and fall back to the leader's
-		// end only when the epochs give no information.
+		// High: the leader's log ends below our fetch offset. Kafka truncates
+		// straight to the leader's end, admitting this "can leave mismatched
+		// logs" (fetchOffsetAndTruncate). We reconcile by epochs instead,
+		// which finds the exact divergence, and fall back to the leader's end
+		// only when the epochs give no information.
 		p.attempts, p.lastErr = 0, nil
 		p.gapPos = -1
 		p.startReconcile(CauseEpochReply, m.LogEndOffset)
 	default:
 		// In range: the leader could not place our LastFetchedEpoch
-		// (Partition.readRecords step 2, §3.3; KAFKA-15608) or the log
+		// (Partition.readRecords answers OFFSET_OUT_OF_RANGE when it
+		// cannot find the end of that epoch; KAFKA-15608) or the log
 		// moved meanwhile. Kafka refetches from max(start, LEO) at once;
 		// we back off first so a leader that stays confused is not
 		// hammered.
@@ -94,9 +95,9 @@ func (p *Partition) onGap(pos, start int64) {
 }
 
 // fetchPosition is where the next Fetch starts and the epoch of the batch
-// before it: our log end and latest epoch (as Kafka sets lastFetchedEpoch
-// after truncation and append, §3.3), or after a kept gap the leader's log
-// start and -1, since no batch of ours precedes it.
+// before it: our log end and latest epoch (as AbstractFetcherThread sets
+// lastFetchedEpoch after truncation and append), or after a kept gap the
+// leader's log start and -1, since no batch of ours precedes it.
 func (p *Partition) fetchPosition() (int64, int32) {
 	leo := p.log.LogEndOffset()
 	if p.gapPos > leo {

@@ -13,9 +13,10 @@ type Config struct {
 	Partition int32
 	// DiscardOnGap mirrors Kafka when the leader's log start has moved past
 	// our log end (OFFSET_OUT_OF_RANGE, low side): drop our whole log and
-	// restart it at the leader's log start (fetchOffsetAndTruncate,
-	// kafka-internals.md §3.4). The default keeps the history we hold,
-	// reports the gap and continues from the leader's log start.
+	// restart it at the leader's log start
+	// (AbstractFetcherThread.fetchOffsetAndTruncate). The default keeps the
+	// history we hold, reports the gap and continues from the leader's log
+	// start.
 	DiscardOnGap bool
 	// Backoff bounds the waits between retries; zero means DefaultBackoff.
 	Backoff BackoffPolicy
@@ -198,15 +199,17 @@ func (p *Partition) onFetchReply(now time.Time, m FetchReply) error {
 	if err := kerr.ErrorForCode(m.ErrorCode); err != nil {
 		r := Classify(err)
 		if r == OutOfRange {
-			// §3.4: which side we are on comes from ListOffsets; the
-			// error reply's high watermark and log start are -1.
+			// Which side we are on comes from ListOffsets, as in
+			// fetchOffsetAndTruncate; the error reply's high watermark and
+			// log start are -1.
 			p.oorPos = f.Offset
 			p.oorStreak++
 			if p.oorStreak > 1 {
 				// The last OFFSET_OUT_OF_RANGE was dealt with and the
 				// next fetch hit it again: back off before asking again,
 				// so that a leader whose answers do not add up is not
-				// hammered (kafka-internals.md §10.9).
+				// hammered (KAFKA-15608: a leader that cannot place our
+				// last fetched epoch answers the same every time).
 				p.fail(now, Retry, err)
 				p.resume = StateOutOfRange
 				return nil
@@ -219,7 +222,8 @@ func (p *Partition) onFetchReply(now time.Time, m FetchReply) error {
 	}
 	p.attempts, p.lastErr, p.oorStreak = 0, nil, 0
 	if m.Diverging.Epoch >= 0 {
-		// §3.3: the leader's history for our LastFetchedEpoch differs.
+		// Truncate-on-fetch (the leader's Partition.readRecords): the
+		// leader's history for our LastFetchedEpoch differs.
 		// Records, high watermark and log start of this reply are not
 		// applied (KAFKA-14704: a high watermark applied before truncating
 		// exposed uncommitted data). The same table as for

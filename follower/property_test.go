@@ -23,7 +23,7 @@ type history struct {
 // prefix's last epoch, continued on one side only); epochs and start offsets
 // increase; either side may lack epochs (epochs with no records are
 // dropped); the leader's cache ends with its current epoch, the largest of
-// all, seeded at its log end when it was elected (kafka-internals.md §2.5).
+// all, seeded at its log end when it was elected (Partition.makeLeader).
 func genHistory(r *rand.Rand) history {
 	epoch := int32(r.IntN(3))
 	next := func() int32 { epoch += 1 + int32(r.IntN(3)); return epoch }
@@ -88,7 +88,7 @@ func genHistory(r *rand.Rand) history {
 }
 
 // leaderFetch is the leader's truncate-on-fetch check for a Fetch at offset
-// with lastFetched (Partition.readRecords, kafka-internals.md §3.3).
+// with lastFetched (Partition.readRecords).
 func leaderFetch(l *memLog, offset int64, lastFetched int32) (div EpochEndOffset, oor bool) {
 	div = EpochEndOffset{Epoch: -1, EndOffset: -1}
 	if lastFetched >= 0 {
@@ -234,7 +234,7 @@ func runOracle(h history, viaFetch bool, localEpochs int) error {
 }
 
 // TestDecideTable pins each row of getOffsetTruncationState
-// (kafka-internals.md §3.2) with Kafka's own test numbers where they exist.
+// (AbstractFetcherThread) with Kafka's own test numbers where they exist.
 func TestDecideTable(t *testing.T) {
 	// local epochs (1,0) (3,120) (5,180), LEO 200 (ReplicaFetcherThreadTest
 	// shapes).
@@ -330,7 +330,7 @@ func runChaos(h history, chaos *rand.Rand) error {
 	}
 	bump := func() error {
 		epoch++
-		h.leader.assign(epoch, h.leader.leo) // makeLeader seeds the new epoch (§2.5)
+		h.leader.assign(epoch, h.leader.leo) // as Partition.makeLeader does
 		return p.Step(now, LeaderChange{Leader: 1, LeaderEpoch: epoch})
 	}
 	var stale []Msg

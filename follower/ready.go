@@ -26,7 +26,7 @@ type Fetch struct {
 	CurrentLeaderEpoch int32 // KIP-320 fence
 	// LastFetchedEpoch is the epoch of the batch just before Offset, -1 when
 	// unknown; the leader answers with DivergingEpoch if it does not match
-	// its history (§3.3).
+	// its history (Partition.readRecords).
 	LastFetchedEpoch int32
 	// LogStartOffset is our log start (Fetch v5+ field); a leader ignores it
 	// for replica id -1.
@@ -36,7 +36,7 @@ type Fetch struct {
 // ListOffsets asks the leader for its log start offset (EARLIEST) and log end
 // offset (LATEST, replica id -2), both with CurrentLeaderEpoch set, and is
 // answered with one OffsetsReply. It is only sent after
-// OFFSET_OUT_OF_RANGE (kafka-internals.md §3.4, §4.6).
+// OFFSET_OUT_OF_RANGE, as AbstractFetcherThread.fetchOffsetAndTruncate asks.
 type ListOffsets struct {
 	ID                 uint64
 	Leader             int32
@@ -60,16 +60,17 @@ type Action interface{ isAction() }
 type MoveToLostFound struct{ From, To int64 }
 
 // TruncateTo removes every batch at or above Offset and the epoch entries
-// starting there (LeaderEpochFileCache.truncateFromEnd, §6.2).
+// starting there (LeaderEpochFileCache.truncateFromEnd).
 type TruncateTo struct{ Offset int64 }
 
 // TruncateFullyAndStartAt removes every batch and epoch entry and restarts
-// the log empty at Offset (UnifiedLog.truncateFullyAndStartAt, §6.4).
+// the log empty at Offset (UnifiedLog.truncateFullyAndStartAt).
 type TruncateFullyAndStartAt struct{ Offset int64 }
 
 // Append appends the record batches of fetch reply ID, which was fetched at
 // Offset, exactly as received: validate, drop a trailing partial batch,
-// assign epochs (kafka-internals.md §10.11, §10.12).
+// assign epochs (as UnifiedLog.appendAsFollower, with
+// LeaderEpochFileCache.assign per batch).
 type Append struct {
 	ID     uint64
 	Offset int64

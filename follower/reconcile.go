@@ -22,8 +22,9 @@ type recon struct {
 
 // startReconcile enters the OffsetsForLeaderEpoch loop. With no local epochs
 // there is nothing to ask about: Kafka then truncates to the high watermark
-// (truncateToHighWatermark, §3.2), which for us would only drop committed
-// data; we fetch from the log end with LastFetchedEpoch -1 instead.
+// (AbstractFetcherThread.truncateToHighWatermark), which for us would only
+// drop committed data; we fetch from the log end with LastFetchedEpoch -1
+// instead.
 func (p *Partition) startReconcile(cause Cause, oorEnd int64) {
 	p.rc = recon{cause: cause, capEnd: p.log.LogEndOffset(), oorEnd: oorEnd}
 	if oorEnd >= 0 {
@@ -32,7 +33,8 @@ func (p *Partition) startReconcile(cause Cause, oorEnd int64) {
 	if _, ok := p.log.LatestEpoch(); !ok {
 		if oorEnd >= 0 {
 			// OFFSET_OUT_OF_RANGE high without epochs: Kafka's blind
-			// truncation to the leader's end is all there is (§3.4).
+			// truncation to the leader's end is all there is
+			// (fetchOffsetAndTruncate).
 			p.finishReconcile(min(oorEnd, p.log.LogEndOffset()), CauseOutOfRangeHigh, UndefinedEpoch)
 			return
 		}
@@ -90,8 +92,8 @@ func (p *Partition) decide(leader EpochEndOffset) {
 		if p.rc.oorEnd >= 0 {
 			// We were here because the leader's log ends below our fetch
 			// offset and the leader cannot say where our epochs end:
-			// Kafka's truncation to the leader's end (§3.4) is the best
-			// there is.
+			// Kafka's truncation to the leader's end
+			// (fetchOffsetAndTruncate) is the best there is.
 			t.Offset = min(t.Offset, p.rc.oorEnd)
 			cause = CauseOutOfRangeHigh
 		}
@@ -114,7 +116,8 @@ func (p *Partition) finishReconcile(target int64, cause Cause, agreed int32) {
 	if target < leo {
 		// Everything we hold was at or below a leader's high watermark, so
 		// [target, leo) is committed data the current leader does not
-		// have: keep it in lost+found, then cut (DESIGN.md promise 2).
+		// have: keep it in lost+found, then cut, so that nothing is
+		// silently lost (docs/design.md).
 		from := max(target, start)
 		local, ok := p.log.LatestEpoch()
 		if !ok {

@@ -12,7 +12,7 @@ const (
 	StateReconciling
 	// StateFetching: fetching from the leader.
 	StateFetching
-	// StateOutOfRange: asking ListOffsets after OFFSET_OUT_OF_RANGE (§3.4).
+	// StateOutOfRange: asking ListOffsets after OFFSET_OUT_OF_RANGE.
 	StateOutOfRange
 	// StateBackoff: waiting until NextWake() before retrying.
 	StateBackoff
