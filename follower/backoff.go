@@ -5,6 +5,8 @@ import (
 	"time"
 )
 
+// Bounded exponential backoff with deterministic jitter.
+
 // BackoffPolicy bounds the exponential backoff between retries.
 type BackoffPolicy struct {
 	// Base is the delay before the first retry (replica.fetch.backoff.ms in

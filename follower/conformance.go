@@ -2,6 +2,9 @@ package follower
 
 import "fmt"
 
+// Conformance checks on the leader's OffsetsForLeaderEpoch answers: they
+// report what the protocol rules out and never change a decision.
+
 // checkEpochAnswer runs the conformance checks on an OffsetsForLeaderEpoch
 // answer. They only report; the decision is the same either way.
 func (p *Partition) checkEpochAnswer(q *OffsetsForLeaderEpoch, a EpochEndOffset) {

@@ -1,5 +1,7 @@
 package follower
 
+// The events: what a Ready reports for the driver to log and count.
+
 // Event is something to log and count: *TruncationEvent, *GapEvent,
 // *ConformanceEvent or *ReconciledEvent. A driver that meets a kind it does
 // not know should ignore it: kinds may be added.

@@ -2,6 +2,8 @@ package follower
 
 import "errors"
 
+// The inputs: what the driver steps into a Partition.
+
 // Msg is an input to Partition.Step: LeaderChange, EpochReply, FetchReply,
 // OffsetsReply, RequestFailed, ActionFailed, Tick or Stop.
 type Msg interface{ isMsg() }

@@ -7,6 +7,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
+// OFFSET_OUT_OF_RANGE: which side of the leader's log we are on
+// (ListOffsets), what to do below its log start, and where the next Fetch
+// starts.
+
 var errBadOffsets = errors.New("ListOffsets answer without a usable log start and end")
 
 func (p *Partition) onOffsetsReply(now time.Time, m OffsetsReply) error {

@@ -1,5 +1,8 @@
 package follower
 
+// The outputs: what a Ready hands the driver to do, the one request to send
+// and the storage actions to carry out.
+
 // Request is the one request a Ready asks the driver to send:
 // *OffsetsForLeaderEpoch, *Fetch or *ListOffsets. Each carries an ID that the
 // reply must echo.

@@ -6,6 +6,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
+// Reconciliation (KIP-101, KIP-279): from a new leader epoch, a fence, a
+// DivergingEpoch or OFFSET_OUT_OF_RANGE (high side), through
+// OffsetsForLeaderEpoch rounds, to one cut and a ReconciledEvent.
+
 // recon is the state of one reconciliation (KIP-101/KIP-279 loop).
 type recon struct {
 	cause  Cause

@@ -2,6 +2,8 @@ package follower
 
 import "time"
 
+// A partition as status pages and metrics see it.
+
 // State is where a partition is, for status.
 type State uint8
 
