@@ -88,19 +88,11 @@ func newStoryEnv(t *testing.T, d *datadriven.TestData) *storyEnv {
 			d.Fatalf(t, "init: unknown argument %q", a.Key)
 		}
 	}
-	for line := range strings.SplitSeq(strings.TrimSpace(d.Input), "\n") {
-		if line = strings.TrimSpace(line); line == "" {
-			continue
+	for _, e := range epochLines(t, d) {
+		if n := len(l.epochs); n > 0 && (l.epochs[n-1].epoch >= e.epoch || l.epochs[n-1].start >= e.start) {
+			d.Fatalf(t, "epoch line %d %d: epochs and starts must increase", e.epoch, e.start)
 		}
-		var ep int32
-		var start int64
-		if _, err := fmt.Sscanf(line, "%d %d", &ep, &start); err != nil {
-			d.Fatalf(t, "epoch line %q: %v", line, err)
-		}
-		if n := len(l.epochs); n > 0 && (l.epochs[n-1].epoch >= ep || l.epochs[n-1].start >= start) {
-			d.Fatalf(t, "epoch line %q: epochs and starts must increase", line)
-		}
-		l.epochs = append(l.epochs, epochEntry{ep, start})
+		l.epochs = append(l.epochs, e)
 	}
 	if n := len(l.epochs); n > 0 && (l.epochs[0].start < l.start || l.epochs[n-1].start >= l.leo) {
 		d.Fatalf(t, "epoch starts must lie in [start, leo)")
@@ -256,6 +248,22 @@ func (e *storyEnv) drive(t *testing.T, d *datadriven.TestData, out *strings.Buil
 	if w := e.p.NextWake(); !w.IsZero() {
 		fmt.Fprintf(out, "backoff until %s\n", w.Format("15:04:05.000"))
 	}
+}
+
+// epochLines reads the input lines "EPOCH START", one an epoch entry.
+func epochLines(t *testing.T, d *datadriven.TestData) []epochEntry {
+	var es []epochEntry
+	for line := range strings.SplitSeq(strings.TrimSpace(d.Input), "\n") {
+		if line = strings.TrimSpace(line); line == "" {
+			continue
+		}
+		var e epochEntry
+		if _, err := fmt.Sscanf(line, "%d %d", &e.epoch, &e.start); err != nil {
+			d.Fatalf(t, "epoch line %q: %v", line, err)
+		}
+		es = append(es, e)
+	}
+	return es
 }
 
 // id is the id= argument, or the id of the request in flight.

@@ -190,16 +190,8 @@ func TestMemLogEndOffsetFor(t *testing.T) {
 			d.Fatalf(t, "%s holds Kafka's answers; it is not rewritten from an implementation", endOffsetForTable)
 		}
 		l := &memLog{leo: argInt(t, d, "leo")}
-		for line := range strings.SplitSeq(strings.TrimSpace(d.Input), "\n") {
-			if line = strings.TrimSpace(line); line == "" {
-				continue
-			}
-			var ep int32
-			var start int64
-			if _, err := fmt.Sscanf(line, "%d %d", &ep, &start); err != nil {
-				d.Fatalf(t, "assign line %q: %v", line, err)
-			}
-			l.assign(ep, start)
+		for _, e := range epochLines(t, d) {
+			l.assign(e.epoch, e.start)
 		}
 		found, end := l.EndOffsetForEpoch(int32(argInt(t, d, "epoch")))
 		return fmt.Sprintf("(%d, %d)", found, end)
