@@ -54,8 +54,10 @@ type TruncationEvent struct {
 	// lie below the leader's first epoch, whose start the leader then
 	// answered with (LeaderEpochFileCache.endOffsetFor).
 	LocalEpoch, AgreedEpoch int32
-	// Roundtrips is the number of leader answers it took (OffsetsForLeaderEpoch
-	// replies, plus the Fetch that carried a DivergingEpoch).
+	// Roundtrips is the number of leader answers it took: the
+	// OffsetsForLeaderEpoch replies, plus the Fetch that carried a
+	// DivergingEpoch or the ListOffsets answer after OFFSET_OUT_OF_RANGE
+	// that started it.
 	Roundtrips int
 	// HighestHighWatermark is the highest leader high watermark seen from
 	// this partition since start, -1 if none.
@@ -147,24 +149,24 @@ type ConformanceEvent struct {
 // fetching resumes: once the actions of the same Ready are carried out, the
 // local log ends at LogEndOffset and agrees with the leader's history as far
 // as the leader's answers tell. It follows the TruncationEvent when the
-// reconciliation cut the log. Every path into StateFetching from a new
-// leader epoch, a fence or OFFSET_OUT_OF_RANGE (high side) emits one, so the
-// driver learns from it, not from State, that the partition reconciled.
+// reconciliation cut the log. Every reconciliation ends with one, whether a
+// new leader epoch, a fence, a DivergingEpoch or OFFSET_OUT_OF_RANGE (high
+// side) started it, so the driver learns from it, not from State, that the
+// partition reconciled.
 type ReconciledEvent struct {
 	Topic       string
 	Partition   int32
 	LeaderEpoch int32 // the leader epoch reconciled with
 	// Roundtrips is the number of leader answers it took, counted as in
-	// TruncationEvent (plus the ListOffsets answer that started it after
-	// OFFSET_OUT_OF_RANGE); 0 when we hold no epochs and so had nothing to
-	// ask: the first Fetch, with LastFetchedEpoch -1, does the checking.
+	// TruncationEvent; 0 when we hold no epochs and so had nothing to ask: the
+	// first Fetch, with LastFetchedEpoch -1, does the checking.
 	Roundtrips int
 	// Cause is what the reconciliation acted on: the OffsetsForLeaderEpoch
 	// answers, a Fetch's DivergingEpoch, or the leader's log end after
 	// OFFSET_OUT_OF_RANGE when the epochs gave no information.
 	Cause Cause
 	// LogEndOffset is where the local log ends once the Ready's actions are
-	// carried out, and where fetching resumes.
+	// carried out.
 	LogEndOffset int64
 }
 
