@@ -53,7 +53,7 @@ func TestClassify(t *testing.T) {
 }
 
 // TestImports proves the package stays pure: only the standard library and
-// kerr (docs/design.md, package table).
+// kerr (docs/design.md §5).
 func TestImports(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", ".").Output()
 	if err != nil {

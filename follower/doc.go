@@ -37,9 +37,10 @@
 //  1. Carry out a Ready's Actions in order. MoveToLostFound copies the batches
 //     of a range to lost+found and must be durable before the TruncateTo or
 //     TruncateFullyAndStartAt after it runs, so that nothing is silently lost
-//     (docs/design.md). A truncation must be durable, intent, segments and
-//     epoch checkpoint, before Advance: the next request is built from the log
-//     as it then is, and a Ready never carries both Actions and a Request.
+//     (docs/design.md promise 2). A truncation must be durable, intent,
+//     segments and epoch checkpoint, before Advance: the next request is built
+//     from the log as it then is, and a Ready never carries both Actions and a
+//     Request.
 //  2. Append carries the record batches of a Fetch reply back: append them
 //     unchanged (validated, trailing partial batch dropped, epochs assigned).
 //     It names the leader epoch the Fetch was fenced with, against which
@@ -58,16 +59,16 @@
 // Reconciliation (KIP-101, KIP-279) runs on start and on every new leader
 // epoch, before the first Fetch: OffsetsForLeaderEpoch with our latest epoch;
 // the answer goes through Decide, a port of Kafka's
-// AbstractFetcherThread.getOffsetTruncationState. When the leader names an
-// epoch we lack, the loop asks again about our largest smaller epoch; the
-// truncation is decided per round but carried out once, at the end, so a
-// multi-round reconciliation is one cut, one lost+found range and one
-// TruncationEvent. Every reconciliation ends with a ReconciledEvent, cut or
-// not.
+// AbstractFetcherThread.getOffsetTruncationState (docs/kafka.md §4.4). When
+// the leader names an epoch we lack, the loop asks again about our largest
+// smaller epoch; the truncation is decided per round but carried out once, at
+// the end, so a multi-round reconciliation is one cut, one lost+found range
+// and one TruncationEvent. Every reconciliation ends with a ReconciledEvent,
+// cut or not.
 //
 // Fetches carry LastFetchedEpoch, so a divergence the reconciliation did not
-// see comes back as DivergingEpoch (KIP-595's truncate-on-fetch) and
-// goes through the same Decide.
+// see comes back as DivergingEpoch (KIP-595's truncate-on-fetch,
+// docs/kafka.md §5) and goes through the same Decide.
 //
 // kfollower fetches as a consumer (replica id -1) and so only holds data that
 // was committed. Two consequences shape the decisions: any truncation below
@@ -76,11 +77,11 @@
 // truncates (Kafka truncates to its high watermark there), see Decide.
 //
 // OFFSET_OUT_OF_RANGE asks ListOffsets for the leader's log start and end (as
-// AbstractFetcherThread.fetchOffsetAndTruncate does): below the leader's log
-// start we keep our history, report a GapEvent and continue from the leader's
-// log start (Config.DiscardOnGap does as Kafka does); past the leader's end we
-// reconcile by epochs again, and fall back to the leader's end only when the
-// epochs give no information.
+// AbstractFetcherThread.fetchOffsetAndTruncate does, docs/kafka.md §7.1):
+// below the leader's log start we keep our history, report a GapEvent and
+// continue from the leader's log start (Config.DiscardOnGap does as Kafka
+// does); past the leader's end we reconcile by epochs again, and fall back to
+// the leader's end only when the epochs give no information.
 //
 // Errors go through Classify: FENCED_LEADER_EPOCH stops requests until newer
 // metadata (KIP-320); everything else backs off, bounded and exponential, and

@@ -88,7 +88,7 @@ type GapEvent struct {
 // the data we hold says cannot be right. kfollower sees every answer about
 // leader epochs from the outside, so it can tell when a real broker departs
 // from the protocol. A check never changes what kfollower does; it reports
-// the evidence.
+// the evidence (docs/design.md §8).
 type Check uint8
 
 const (

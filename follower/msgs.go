@@ -89,12 +89,12 @@ func (ActionFailed) isMsg()  {}
 func (Tick) isMsg()          {}
 func (Stop) isMsg()          {}
 
-// ErrStale is returned by Step for a reply to a request that is no longer
-// the one in flight: the leader epoch changed, the partition backed off or
-// moved on since it was sent. Kafka's fetcher likewise ignores a response
-// whose fetch offset or leader epoch no longer matches
-// (AbstractFetcherThread.processFetchRequest). The reply was discarded; the
-// driver may count it.
+// ErrStale is returned by Step for a reply to a request that is no longer the
+// one in flight: the leader epoch changed, the partition backed off or moved
+// on since it was sent. Kafka's fetcher likewise ignores a response whose
+// fetch offset or leader epoch no longer matches
+// (AbstractFetcherThread.processFetchRequest, docs/kafka.md §4.6). The reply
+// was discarded; the driver may count it.
 var ErrStale = errors.New("follower: stale reply discarded")
 
 // ErrStopped is returned by Step once the partition has stopped.

@@ -209,7 +209,8 @@ func (p *Partition) onFetchReply(now time.Time, m FetchReply) error {
 				// next fetch hit it again: back off before asking again,
 				// so that a leader whose answers do not add up is not
 				// hammered (KAFKA-15608: a leader that cannot place our
-				// last fetched epoch answers the same every time).
+				// last fetched epoch answers the same every time;
+				// docs/kafka.md §7.3).
 				p.fail(now, Retry, err)
 				p.resume = StateOutOfRange
 				return nil

@@ -121,7 +121,7 @@ func (p *Partition) finishReconcile(target int64, cause Cause, agreed int32) {
 		// Everything we hold was at or below a leader's high watermark, so
 		// [target, leo) is committed data the current leader does not
 		// have: keep it in lost+found, then cut, so that nothing is
-		// silently lost (docs/design.md).
+		// silently lost (docs/design.md promise 2).
 		from := max(target, start)
 		local, ok := p.log.LatestEpoch()
 		if !ok {

@@ -91,11 +91,11 @@ type Truncation struct {
 // it. kfollower fetches as a consumer (replica id -1) and so only ever holds
 // data that was at or below a leader's high watermark: truncating it on no
 // information would discard committed data and report it as lost, a false
-// alarm (docs/design.md: no false alarms). So Decide keeps everything
-// (Offset = LEO, Complete). The prefix stays protected: every Fetch carries
-// LastFetchedEpoch, so a real divergence still comes back as a DivergingEpoch
-// answer (KIP-595 truncate-on-fetch), or as OFFSET_OUT_OF_RANGE when the
-// leader cannot place our last epoch.
+// alarm (docs/design.md promise 3). So Decide keeps everything (Offset = LEO,
+// Complete). The prefix stays protected: every Fetch carries LastFetchedEpoch,
+// so a real divergence still comes back as a DivergingEpoch answer (KIP-595
+// truncate-on-fetch), or as OFFSET_OUT_OF_RANGE when the leader cannot place
+// our last epoch.
 //
 // The answer is never trusted beyond our own log: every offset returned is at
 // most log.LogEndOffset().
