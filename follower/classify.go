@@ -2,8 +2,6 @@ package follower
 
 import (
 	"errors"
-	"math"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 )
@@ -25,7 +23,8 @@ const (
 	// nothing until metadata names a newer leader epoch.
 	Fence
 	// OutOfRange: the fetch offset is outside the leader's log; find out
-	// which side with ListOffsets (kafka-internals.md §3.4).
+	// which side with ListOffsets, as
+	// AbstractFetcherThread.fetchOffsetAndTruncate does.
 	OutOfRange
 )
 
@@ -52,12 +51,12 @@ func (r Reaction) Backoff() bool { return r == Retry || r == RefreshAndRetry }
 // other error, which is taken as a lost connection or a request that got no
 // answer.
 //
-// The rows follow what Kafka's own fetcher does (AbstractFetcherThread
-// processFetchRequest and maybeTruncateToEpochEndOffsets,
-// kafka-internals.md §3.2, §3.5) and kgo's isRetryableBrokerErr for the
-// transport cases. Like Kafka's fetcher, anything not named retries with
-// backoff ("shouldPollIndefinitelyIfLeaderReturnsAnyException", §7.5): a
-// daemon must outlast an operator fixing ACLs or a broker restarting.
+// The rows follow what Kafka's own fetcher does (AbstractFetcherThread's
+// processFetchRequest and maybeTruncateToEpochEndOffsets) and kgo's
+// isRetryableBrokerErr for the transport cases. Like Kafka's fetcher,
+// anything not named retries with backoff
+// (ReplicaFetcherThreadTest.shouldPollIndefinitelyIfLeaderReturnsAnyException):
+// a daemon must outlast an operator fixing ACLs or a broker restarting.
 func Classify(err error) Reaction {
 	if err == nil {
 		return Proceed
@@ -66,7 +65,7 @@ func Classify(err error) Reaction {
 	if !ok {
 		// Lost connection, timeout, dial failure: the broker may be down and
 		// leadership moving. Kafka maps these to UNKNOWN_SERVER_ERROR with
-		// (-1, -1) (RemoteLeaderEndPoint.fetchEpochEndOffsets, §2.4) and
+		// (-1, -1) (RemoteLeaderEndPoint.fetchEpochEndOffsets) and
 		// retries; we also refresh metadata.
 		return RefreshAndRetry
 	}
@@ -78,11 +77,13 @@ func Classify(err error) Reaction {
 		return Fence
 	case kerr.UnknownLeaderEpoch.Code:
 		// KIP-320: our epoch is newer than the broker's; it is behind on
-		// metadata and will catch up. Same request, after a pause (§3.5).
+		// metadata and will catch up. Same request, after a pause
+		// (AbstractFetcherThread.processFetchRequest).
 		return Retry
 	case kerr.OffsetOutOfRange.Code:
-		// §3.4 fetchOffsetAndTruncate: high (past the leader's end) or low
-		// (below its log start) is decided from ListOffsets.
+		// AbstractFetcherThread.fetchOffsetAndTruncate: high (past the
+		// leader's end) or low (below its log start) is decided from
+		// ListOffsets.
 		return OutOfRange
 	case kerr.NotLeaderForPartition.Code, // NOT_LEADER_OR_FOLLOWER
 		kerr.LeaderNotAvailable.Code,
@@ -90,8 +91,9 @@ func Classify(err error) Reaction {
 		kerr.UnknownTopicOrPartition.Code,
 		kerr.UnknownTopicID.Code,
 		kerr.InconsistentTopicID.Code,
-		// The leader's log directory failed (HostedPartition.Offline,
-		// §2.4): the controller will move leadership away from it.
+		// The leader's log directory failed (ReplicaManager's
+		// HostedPartition.Offline): the controller will move leadership
+		// away from it.
 		kerr.KafkaStorageError.Code,
 		kerr.NetworkException.Code,
 		kerr.RequestTimedOut.Code:
@@ -99,7 +101,7 @@ func Classify(err error) Reaction {
 	case kerr.CorruptMessage.Code:
 		// A batch failed its CRC, on the broker or in our own validation:
 		// Kafka logs, backs off and refetches, as it may be a transient
-		// partial read (§3.5).
+		// partial read (AbstractFetcherThread.processFetchRequest).
 		return Retry
 	default:
 		// UNKNOWN_LEADER_EPOCH's cousins (OFFSET_NOT_AVAILABLE right after an
@@ -112,56 +114,4 @@ func Classify(err error) Reaction {
 // ClassifyCode is Classify for a raw Kafka error code (0 is no error).
 func ClassifyCode(code int16) Reaction {
 	return Classify(kerr.ErrorForCode(code))
-}
-
-// BackoffPolicy bounds the exponential backoff between retries.
-type BackoffPolicy struct {
-	// Base is the delay before the first retry (replica.fetch.backoff.ms in
-	// Kafka, 1s by default there).
-	Base time.Duration
-	// Max caps every delay.
-	Max time.Duration
-}
-
-// DefaultBackoff is used for a zero BackoffPolicy.
-var DefaultBackoff = BackoffPolicy{Base: 100 * time.Millisecond, Max: 10 * time.Second}
-
-// Delay returns the wait before retry number attempt (1 for the first
-// retry). It doubles per attempt from Base up to Max, and jitter in [0, 1)
-// spreads it over the upper half ("equal jitter"), so partitions that failed
-// together do not retry in lockstep while every wait stays within
-// [d/2, d], d = min(Base·2^(attempt-1), Max). Pure: the caller supplies the
-// jitter.
-func (b BackoffPolicy) Delay(attempt int, jitter float64) time.Duration {
-	if b.Base <= 0 {
-		b.Base = DefaultBackoff.Base
-	}
-	if b.Max <= 0 {
-		b.Max = max(DefaultBackoff.Max, b.Base)
-	}
-	if attempt < 1 {
-		attempt = 1
-	}
-	d := b.Max
-	if shift := attempt - 1; shift < 62 && b.Base <= math.MaxInt64>>shift {
-		d = min(b.Base<<shift, b.Max)
-	}
-	if !(jitter >= 0) { // also NaN
-		jitter = 0
-	}
-	if jitter >= 1 {
-		jitter = math.Nextafter(1, 0)
-	}
-	half := d / 2
-	return d - half + time.Duration(jitter*float64(half))
-}
-
-// jitterFor derives a jitter value in [0, 1) from a seed and an attempt
-// count with splitmix64, so that the state machine stays deterministic.
-func jitterFor(seed uint64, attempt int) float64 {
-	z := seed + uint64(attempt)*0x9e3779b97f4a7c15
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
-	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
-	z ^= z >> 31
-	return float64(z>>11) / (1 << 53)
 }

@@ -39,7 +39,7 @@ func (a *TruncateFullyAndStartAt) String() string {
 }
 
 func (a *Append) String() string {
-	return fmt.Sprintf("append id=%d offset=%d bytes=%d", a.ID, a.Offset, len(a.Records))
+	return fmt.Sprintf("append id=%d offset=%d current-leader-epoch=%d bytes=%d", a.ID, a.Offset, a.CurrentLeaderEpoch, len(a.Records))
 }
 
 func (e *TruncationEvent) String() string {
@@ -59,6 +59,11 @@ func (e *GapEvent) String() string {
 		return s + fmt.Sprintf(" discarded [%d,%d)", e.DiscardedFrom, e.DiscardedTo)
 	}
 	return s + " history-kept"
+}
+
+func (e *ReconciledEvent) String() string {
+	return fmt.Sprintf("reconciled %s/%d leader-epoch=%d log-end=%d roundtrips=%d cause=%s",
+		e.Topic, e.Partition, e.LeaderEpoch, e.LogEndOffset, e.Roundtrips, e.Cause)
 }
 
 func (e *ConformanceEvent) String() string {

@@ -13,10 +13,10 @@ type LocalLog interface {
 	// ok is false when the cache is empty.
 	LatestEpoch() (epoch int32, ok bool)
 	// EndOffsetForEpoch answers exactly as Kafka's
-	// LeaderEpochFileCache.endOffsetFor(epoch, logEndOffset) does
-	// (kafka-internals.md §2.1): (-1, -1) for epoch -1, an empty cache or an
-	// epoch above the latest; (epoch, LEO) for the latest epoch; otherwise the
-	// largest local epoch <= epoch (or epoch itself when it is below the
-	// first) and the start offset of the next higher local epoch.
+	// LeaderEpochFileCache.endOffsetFor(epoch, logEndOffset) does: (-1, -1)
+	// for epoch -1, an empty cache or an epoch above the latest; (epoch, LEO)
+	// for the latest epoch; otherwise the largest local epoch <= epoch (or
+	// epoch itself when it is below the first) and the start offset of the
+	// next higher local epoch.
 	EndOffsetForEpoch(epoch int32) (found int32, end int64)
 }

@@ -4,12 +4,15 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"testing"
+
+	"github.com/cockroachdb/datadriven"
 )
 
-// memLog is the in-memory LocalLog the tests use: a log start, a log end and
-// a leader-epoch cache with exactly Kafka's LeaderEpochFileCache rules
-// (kafka-internals.md §2.1, §6). It holds no records: a batch is an epoch and
-// a record count.
+// memLog is the in-memory LocalLog the tests use: a log start, a log end and a
+// leader-epoch cache with exactly Kafka's LeaderEpochFileCache rules
+// (endOffsetFor, assign, truncateFromEnd). It holds no records: a batch is an
+// epoch and a record count.
 type memLog struct {
 	start, leo int64
 	epochs     []epochEntry // strictly increasing in epoch and start offset
@@ -37,7 +40,8 @@ func (l *memLog) LatestEpoch() (int32, bool) {
 	return l.epochs[len(l.epochs)-1].epoch, true
 }
 
-// EndOffsetForEpoch is LeaderEpochFileCache.endOffsetFor(epoch, LEO) (§2.1).
+// EndOffsetForEpoch is LeaderEpochFileCache.endOffsetFor(epoch, LEO),
+// pinned to Kafka's answers by TestMemLogEndOffsetFor.
 func (l *memLog) EndOffsetForEpoch(epoch int32) (int32, int64) {
 	if epoch == UndefinedEpoch {
 		return UndefinedEpoch, UndefinedOffset
@@ -63,7 +67,7 @@ func (l *memLog) EndOffsetForEpoch(epoch int32) (int32, int64) {
 	return l.epochs[hi-1].epoch, l.epochs[hi].start
 }
 
-// assign is LeaderEpochFileCache.assign (§6.1).
+// assign is LeaderEpochFileCache.assign.
 func (l *memLog) assign(epoch int32, start int64) {
 	if n := len(l.epochs); n > 0 {
 		last := l.epochs[n-1]
@@ -81,8 +85,8 @@ func (l *memLog) assign(epoch int32, start int64) {
 	l.epochs = append(l.epochs, epochEntry{epoch, start})
 }
 
-// truncateTo is UnifiedLog.truncateTo with truncateFromEnd on the cache
-// (§6.2): below the log start it becomes truncateFully.
+// truncateTo is UnifiedLog.truncateTo with truncateFromEnd on the cache:
+// below the log start it becomes truncateFully.
 func (l *memLog) truncateTo(off int64) {
 	if off >= l.leo {
 		return
@@ -166,4 +170,30 @@ func decodeBatches(s string) ([]memBatch, error) {
 		bs = append(bs, memBatch{int32(ep), n})
 	}
 	return bs, nil
+}
+
+// endOffsetForTable holds Kafka's endOffsetFor answers. storage's
+// TestEndOffsetForTable reads the same file for storage.Epochs.
+const endOffsetForTable = "testdata/end_offset_for.txt"
+
+// TestMemLogEndOffsetFor pins memLog, which every story and the oracle's
+// leader answer through, to Kafka's LeaderEpochFileCache: assign replays
+// each case's history, EndOffsetForEpoch must give Kafka's answer. With
+// storage's test over the same file, memLog and storage.Epochs cannot
+// disagree without one of them failing.
+func TestMemLogEndOffsetFor(t *testing.T) {
+	datadriven.RunTest(t, endOffsetForTable, func(t *testing.T, d *datadriven.TestData) string {
+		if d.Cmd != "end-offset-for" {
+			d.Fatalf(t, "unknown command %q", d.Cmd)
+		}
+		if d.Rewrite {
+			d.Fatalf(t, "%s holds Kafka's answers; it is not rewritten from an implementation", endOffsetForTable)
+		}
+		l := &memLog{leo: argInt(t, d, "leo")}
+		for _, e := range epochLines(t, d) {
+			l.assign(e.epoch, e.start)
+		}
+		found, end := l.EndOffsetForEpoch(int32(argInt(t, d, "epoch")))
+		return fmt.Sprintf("(%d, %d)", found, end)
+	})
 }

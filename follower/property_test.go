@@ -23,7 +23,7 @@ type history struct {
 // prefix's last epoch, continued on one side only); epochs and start offsets
 // increase; either side may lack epochs (epochs with no records are
 // dropped); the leader's cache ends with its current epoch, the largest of
-// all, seeded at its log end when it was elected (kafka-internals.md §2.5).
+// all, seeded at its log end when it was elected (Partition.makeLeader).
 func genHistory(r *rand.Rand) history {
 	epoch := int32(r.IntN(3))
 	next := func() int32 { epoch += 1 + int32(r.IntN(3)); return epoch }
@@ -88,7 +88,7 @@ func genHistory(r *rand.Rand) history {
 }
 
 // leaderFetch is the leader's truncate-on-fetch check for a Fetch at offset
-// with lastFetched (Partition.readRecords, kafka-internals.md §3.3).
+// with lastFetched (Partition.readRecords).
 func leaderFetch(l *memLog, offset int64, lastFetched int32) (div EpochEndOffset, oor bool) {
 	div = EpochEndOffset{Epoch: -1, EndOffset: -1}
 	if lastFetched >= 0 {
@@ -108,7 +108,9 @@ func leaderFetch(l *memLog, offset int64, lastFetched int32) (div EpochEndOffset
 
 // TestReconcileOracle checks the reconciliation against the common prefix
 // the histories were built with: it ends exactly there, never cuts below it,
-// and takes at most (local epochs + 1) leader answers. Half the runs
+// takes at most (local epochs + 1) leader answers, and reports each
+// reconciliation it finishes with the round trips the oracle counted. Half
+// the runs
 // reconcile with OffsetsForLeaderEpoch; the other half get no information
 // from it and must find the divergence through DivergingEpoch.
 func TestReconcileOracle(t *testing.T) {
@@ -133,10 +135,17 @@ func runOracle(h history, viaFetch bool, localEpochs int) error {
 	}
 	answers, noInfo := 0, viaFetch
 	injected := false // a (-1, -1) was answered
+	// rounds counts the answers stepped since the last ReconciledEvent;
+	// reconciled is the last such event.
+	rounds := 0
+	var reconciled *ReconciledEvent
 	for range 100 {
 		var req Request
 		for p.HasReady() {
 			rd := p.Ready()
+			if len(rd.Actions) > 0 && rd.Request != nil {
+				return fmt.Errorf("a Ready with both actions and a request: %v", rd)
+			}
 			for _, a := range rd.Actions {
 				switch a := a.(type) {
 				case *MoveToLostFound:
@@ -162,6 +171,13 @@ func runOracle(h history, viaFetch bool, localEpochs int) error {
 					}
 					continue
 				}
+				if re, ok := e.(*ReconciledEvent); ok {
+					if re.Roundtrips != rounds || re.LogEndOffset != h.ours.leo || re.LeaderEpoch != h.leaderEpoch {
+						return fmt.Errorf("%v after %d answers, log end %d, leader epoch %d", re, rounds, h.ours.leo, h.leaderEpoch)
+					}
+					rounds, reconciled = 0, re
+					continue
+				}
 				te, ok := e.(*TruncationEvent)
 				if !ok || te.From != h.prefix || te.To != startLEO {
 					return fmt.Errorf("event %v, want lost [%d,%d)", e, h.prefix, startLEO)
@@ -180,6 +196,7 @@ func runOracle(h history, viaFetch bool, localEpochs int) error {
 				ans.Epoch, ans.EndOffset = h.leader.EndOffsetForEpoch(req.LeaderEpoch)
 				answers++
 			}
+			rounds++
 			if err := p.Step(now, EpochReply{ID: req.ID, Leader: ans}); err != nil {
 				return err
 			}
@@ -199,9 +216,13 @@ func runOracle(h history, viaFetch bool, localEpochs int) error {
 				if startLEO > h.prefix && p.Status().State != StateFetching {
 					return fmt.Errorf("state %v", p.Status().State)
 				}
+				if reconciled == nil || reconciled.LogEndOffset != h.prefix {
+					return fmt.Errorf("converged at %d, last reconciled event %v", req.Offset, reconciled)
+				}
 				return nil
 			}
 			answers++
+			rounds++
 			if err := p.Step(now, FetchReply{ID: req.ID, Diverging: div, HighWatermark: -1, LogStartOffset: -1}); err != nil {
 				return err
 			}
@@ -213,7 +234,7 @@ func runOracle(h history, viaFetch bool, localEpochs int) error {
 }
 
 // TestDecideTable pins each row of getOffsetTruncationState
-// (kafka-internals.md §3.2) with Kafka's own test numbers where they exist.
+// (AbstractFetcherThread) with Kafka's own test numbers where they exist.
 func TestDecideTable(t *testing.T) {
 	// local epochs (1,0) (3,120) (5,180), LEO 200 (ReplicaFetcherThreadTest
 	// shapes).
@@ -309,7 +330,7 @@ func runChaos(h history, chaos *rand.Rand) error {
 	}
 	bump := func() error {
 		epoch++
-		h.leader.assign(epoch, h.leader.leo) // makeLeader seeds the new epoch (§2.5)
+		h.leader.assign(epoch, h.leader.leo) // as Partition.makeLeader does
 		return p.Step(now, LeaderChange{Leader: 1, LeaderEpoch: epoch})
 	}
 	var stale []Msg
@@ -328,6 +349,11 @@ func runChaos(h history, chaos *rand.Rand) error {
 					h.ours.truncateTo(a.Offset)
 				default:
 					return fmt.Errorf("unexpected action %v", a)
+				}
+			}
+			for _, e := range rd.Events {
+				if re, ok := e.(*ReconciledEvent); ok && (re.LogEndOffset != h.ours.leo || re.LeaderEpoch != epoch) {
+					return fmt.Errorf("%v, but the log ends at %d in leader epoch %d", re, h.ours.leo, epoch)
 				}
 			}
 			p.Advance(rd)

@@ -2,9 +2,9 @@ package follower
 
 // This file is the truncation decision: a port of Kafka's
 // AbstractFetcherThread.getOffsetTruncationState (core/src/main/scala/kafka/
-// server/AbstractFetcherThread.scala, kafka-internals.md §3.2) as a pure
-// function of a LocalLog and one leader answer, plus the one place where
-// kfollower deliberately differs from Kafka: the (-1, -1) answer.
+// server/AbstractFetcherThread.scala) as a pure function of a LocalLog and one
+// leader answer, plus the one place where kfollower deliberately differs from
+// Kafka: the (-1, -1) answer.
 
 // UndefinedEpoch and UndefinedOffset are Kafka's "no information" sentinels
 // (OffsetsForLeaderEpochResponse.UNDEFINED_EPOCH / UNDEFINED_EPOCH_OFFSET,
@@ -25,8 +25,8 @@ type EpochEndOffset struct {
 }
 
 // Rule names the row of getOffsetTruncationState's table that decided a
-// Truncation (kafka-internals.md §3.2). It is there for status, describe
-// output and tests; callers act on Offset and Complete only.
+// Truncation. It is there for status, describe output and tests; callers act
+// on Offset and Complete only.
 type Rule uint8
 
 const (
@@ -81,20 +81,21 @@ type Truncation struct {
 }
 
 // Decide returns how far to truncate log given the leader's answer, following
-// Kafka's getOffsetTruncationState row by row (AbstractFetcherThread.scala,
-// kafka-internals.md §3.2), except for the (-1, -1) row.
+// Kafka's getOffsetTruncationState row by row (AbstractFetcherThread.scala),
+// except for the (-1, -1) row.
 //
 // (-1, -1) is "no information": the leader's epoch cache is empty, or we asked
-// about an epoch above everything it knows (LeaderEpochFileCache.endOffsetFor,
-// §1.5). Kafka then truncates to the follower's high watermark, because a
-// broker follower may hold uncommitted data above it. kfollower fetches as a
-// consumer (replica id -1) and so only ever holds data that was at or below a
-// leader's high watermark: truncating it on no information would discard
-// committed data and report it as lost, a false alarm (DESIGN.md promise 3).
-// So Decide keeps everything (Offset = LEO, Complete). The prefix stays
-// protected: every Fetch carries LastFetchedEpoch, so a real divergence still
-// comes back as a DivergingEpoch answer (KIP-595 truncate-on-fetch, §3.3), or
-// as OFFSET_OUT_OF_RANGE when the leader cannot place our last epoch.
+// about an epoch above everything it knows
+// (LeaderEpochFileCache.endOffsetFor). Kafka then truncates to the follower's
+// high watermark, because a broker follower may hold uncommitted data above
+// it. kfollower fetches as a consumer (replica id -1) and so only ever holds
+// data that was at or below a leader's high watermark: truncating it on no
+// information would discard committed data and report it as lost, a false
+// alarm (docs/design.md promise 3). So Decide keeps everything (Offset = LEO,
+// Complete). The prefix stays protected: every Fetch carries LastFetchedEpoch,
+// so a real divergence still comes back as a DivergingEpoch answer (KIP-595
+// truncate-on-fetch), or as OFFSET_OUT_OF_RANGE when the leader cannot place
+// our last epoch.
 //
 // The answer is never trusted beyond our own log: every offset returned is at
 // most log.LogEndOffset().
@@ -131,12 +132,11 @@ func Decide(log LocalLog, leader EpochEndOffset) Truncation {
 }
 
 // cappedLog is log as it will be once truncated to end: the KIP-279 loop
-// truncates "in its head" between rounds and touches storage once, at the
-// end, so that a multi-round reconciliation moves one contiguous range to
+// truncates "in its head" between rounds and touches storage once, at the end,
+// so that a multi-round reconciliation moves one contiguous range to
 // lost+found and reports one event, and an interrupted loop leaves the log
-// untouched. Answers are exactly those of LeaderEpochFileCache.endOffsetFor
-// (§2.1) on the truncated cache, given latest, the largest epoch that starts
-// below end.
+// untouched. Answers are exactly those of LeaderEpochFileCache.endOffsetFor on
+// the truncated cache, given latest, the largest epoch that starts below end.
 type cappedLog struct {
 	LocalLog
 	end       int64

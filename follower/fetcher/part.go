@@ -157,6 +157,11 @@ func (p *part) report(cfg *Config, e follower.Event, lost []storage.Lost) {
 			"partition", p.tp.String(), "from", e.From, "to", e.To, "discarded", e.Discarded)
 	case *follower.ConformanceEvent:
 		logConformance(cfg, e)
+	default:
+		// A kind this driver does not consume yet (ReconciledEvent: rounds
+		// are still counted in the worker). OnEvent's users expect only
+		// the kinds above.
+		return
 	}
 	cfg.OnEvent(e)
 }

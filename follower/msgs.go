@@ -1,0 +1,101 @@
+package follower
+
+import "errors"
+
+// The inputs: what the driver steps into a Partition.
+
+// Msg is an input to Partition.Step: LeaderChange, EpochReply, FetchReply,
+// OffsetsReply, RequestFailed, ActionFailed, Tick or Stop.
+type Msg interface{ isMsg() }
+
+// LeaderChange is the partition's leader and leader epoch from Metadata (or
+// from a Fetch reply's CurrentLeader hint). A higher epoch starts a new
+// reconciliation; a lower one is stale metadata and ignored.
+type LeaderChange struct {
+	Leader      int32 // broker id; -1 for no leader
+	LeaderEpoch int32
+}
+
+// EpochReply is one partition's answer to an OffsetsForLeaderEpoch request.
+type EpochReply struct {
+	ID        uint64 // the request's ID
+	ErrorCode int16
+	// Leader is the epoch and end offset the leader answered; both -1 when
+	// it had no information.
+	Leader EpochEndOffset
+}
+
+// FetchReply is one partition's part of a Fetch response. The driver passes
+// the record batches unopened; if they are to be kept, Ready hands them back
+// in an Append action.
+type FetchReply struct {
+	ID             uint64 // the request's ID
+	ErrorCode      int16
+	HighWatermark  int64 // -1 when unknown (error replies carry -1)
+	LogStartOffset int64 // the leader's log start; -1 when unknown
+	// Diverging is the DivergingEpoch tagged field (Fetch v12+, KIP-595's
+	// truncate-on-fetch): Epoch >= 0 means present. kmsg decodes an absent
+	// field as {-1, -1}.
+	Diverging EpochEndOffset
+	// Records are the raw record batches, unchanged.
+	Records []byte
+}
+
+// OffsetsReply is the leader's log start and log end offsets for a
+// ListOffsets request.
+type OffsetsReply struct {
+	ID        uint64 // the request's ID
+	ErrorCode int16
+	// LogStartOffset: ListOffsets EARLIEST_TIMESTAMP.
+	LogStartOffset int64
+	// LogEndOffset: ListOffsets LATEST_TIMESTAMP sent with replica id -2,
+	// which returns the leader's log end offset; replica id -1 would apply
+	// high-watermark isolation (ReplicaManager.fetchOffset).
+	LogEndOffset int64
+}
+
+// RequestFailed reports that request ID got no reply: the connection was
+// lost, the request timed out, or it could not be sent. Err is classified
+// by Classify.
+type RequestFailed struct {
+	ID  uint64
+	Err error
+}
+
+// ActionFailed reports that the storage actions of the last Ready could not
+// all be carried out. The driver steps it instead of calling Advance; the
+// partition re-reads its log. Corrupt marks a fetched batch that failed
+// validation (CRC, framing): the fetch is retried after a backoff, as Kafka
+// does for CORRUPT_MESSAGE. Any other failure stops the partition.
+type ActionFailed struct {
+	Corrupt bool
+	Err     error
+}
+
+// Tick tells the partition the time has come; it leaves Backoff once
+// now >= NextWake().
+type Tick struct{}
+
+// Stop stops the partition for good (removed from the follow list, or the
+// process shutting down).
+type Stop struct{}
+
+func (LeaderChange) isMsg()  {}
+func (EpochReply) isMsg()    {}
+func (FetchReply) isMsg()    {}
+func (OffsetsReply) isMsg()  {}
+func (RequestFailed) isMsg() {}
+func (ActionFailed) isMsg()  {}
+func (Tick) isMsg()          {}
+func (Stop) isMsg()          {}
+
+// ErrStale is returned by Step for a reply to a request that is no longer the
+// one in flight: the leader epoch changed, the partition backed off or moved
+// on since it was sent. Kafka's fetcher likewise ignores a response whose
+// fetch offset or leader epoch no longer matches
+// (AbstractFetcherThread.processFetchRequest, docs/kafka.md §4.6). The reply
+// was discarded; the driver may count it.
+var ErrStale = errors.New("follower: stale reply discarded")
+
+// ErrStopped is returned by Step once the partition has stopped.
+var ErrStopped = errors.New("follower: partition stopped")
