@@ -32,7 +32,9 @@
 // files are what Kafka leaves after trimToValidSize, and each offset entry
 // names the last offset of the batch at its position, which
 // DumpLogSegments --verify-index-only checks. The kfollower-* files are
-// ignored by Kafka's loader. Kafka keeps the log start offset in the log
+// ignored by Kafka's loader (LogLoader only acts on
+// .log/.index/.timeindex/.txnindex/.snapshot and the transient
+// .deleted/.cleaned/.swap suffixes). Kafka keeps the log start offset in the log
 // dir's log-start-offset-checkpoint; ours is per partition.
 //
 // Removed batches can be kept with SaveLost under
