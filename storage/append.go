@@ -52,7 +52,6 @@ func (l *Log) Append(raw []byte) error {
 	if err := s.append(raw, hs); err != nil {
 		return l.fail(fmt.Errorf("appending to %s: %w", l.tp(), err))
 	}
-	l.dirty = true
 	// The checkpoint goes before the flush: once a recovery point covers
 	// these batches, Open no longer reads their epochs back.
 	cache := l.epochs
@@ -160,7 +159,7 @@ func (l *Log) maybeRoll(size int, hs []batch.Header) error {
 	}
 	ns.epochFloor, ns.lastEpoch = floor, floor
 	l.segs = append(l.segs, ns)
-	l.dirty = false
+	l.synced() // the old segment was sealed, the new one is empty
 	return nil
 }
 
@@ -187,13 +186,13 @@ func (l *Log) Flush() error {
 }
 
 func (l *Log) flushLocked() error {
-	if !l.dirty {
+	if l.durable == l.leoLocked() {
 		return nil
 	}
 	if err := l.active().sync(); err != nil {
 		return l.fail(fmt.Errorf("flushing %s: %w", l.tp(), err))
 	}
-	l.dirty = false
+	l.synced()
 	l.lastFlush = l.opts.Now()
 	if l.lastFlush.Sub(l.lastRecoveryPoint) >= time.Second {
 		if err := l.writeRecoveryPoint(l.active().recoveryPoint()); err != nil {

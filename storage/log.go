@@ -28,12 +28,14 @@ type Log struct {
 
 	// mu guards everything below: the writer holds it exclusively, readers
 	// shared.
-	mu        sync.RWMutex
-	segs      []*segment // by base offset; the last is the active segment
-	logStart  int64
-	epochs    Epochs
-	topicID   TopicID
-	dirty     bool // appended since the last fsync of the active segment
+	mu       sync.RWMutex
+	segs     []*segment // by base offset; the last is the active segment
+	logStart int64
+	epochs   Epochs
+	topicID  TopicID
+	// durable is the log end at the last fsync of the active segment
+	// (DurableEnd); below the LEO while appended bytes are unsynced.
+	durable   int64
 	lastFlush time.Time
 	failed    error // sticky: an I/O error left disk and memory unsure
 	// lastRecoveryPoint is when kfollower-recovery-point was last written;
@@ -77,6 +79,7 @@ func openLog(fsys fileSystem, dataDir, topic string, partition int32, opts Optio
 		l.closeFiles()
 		return nil, err
 	}
+	l.durable = l.leoLocked() // recoverActive fsynced the active segment
 	l.lastFlush = opts.Now()
 	return l, nil
 }
@@ -103,6 +106,19 @@ func (l *Log) LogEndOffset() int64 {
 	defer l.mu.RUnlock()
 	return l.leoLocked()
 }
+
+// DurableEnd is the log end at the last fsync of the active segment: the
+// end that survives a power loss (Reader.DurableEnd says when that is
+// under each FlushPolicy). It is at most LogEndOffset.
+func (l *Log) DurableEnd() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.durable
+}
+
+// synced records that the active segment was just fsynced whole (and every
+// earlier segment with it), so the log is durable up to its end.
+func (l *Log) synced() { l.durable = l.leoLocked() }
 
 // LatestEpoch is the newest leader epoch in the cache.
 func (l *Log) LatestEpoch() (epoch int32, ok bool) {
@@ -232,6 +248,7 @@ func (l *Log) Close() error {
 		} else if serr := s.sync(); serr != nil {
 			err = fmt.Errorf("closing %s: %w", l.tp(), serr)
 		} else {
+			l.synced()
 			err = l.writeRecoveryPoint(rp)
 		}
 	}

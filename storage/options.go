@@ -6,7 +6,8 @@ import (
 	"time"
 )
 
-// FlushPolicy says when appended bytes are fsynced.
+// FlushPolicy says when appended bytes are fsynced, and so how far
+// DurableEnd trails LogEndOffset (Reader.DurableEnd).
 type FlushPolicy int
 
 const (

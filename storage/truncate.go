@@ -92,7 +92,7 @@ func (l *Log) truncateSegments(offset int64) error {
 	if err := s.sync(); err != nil {
 		return err
 	}
-	l.dirty = false
+	l.synced()
 	if err := l.fsys.SyncDir(l.dir); err != nil {
 		return fmt.Errorf("syncing directory %s: %w", l.dir, err)
 	}
@@ -140,7 +140,7 @@ func (l *Log) truncateFully(offset int64) error {
 		return err
 	}
 	l.segs = []*segment{s}
-	l.dirty = false
+	l.synced()
 	if err := l.writeRecoveryPoint(s.recoveryPoint()); err != nil {
 		return err
 	}
