@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
-	"regexp"
 	"sync"
 	"time"
 )
@@ -18,13 +16,12 @@ import (
 //
 // It satisfies follower.LocalLog.
 type Log struct {
-	fsys      fileSystem
-	opts      Options
-	dataDir   string
-	dir       string
-	topic     string
-	partition int32
-	lg        *slog.Logger
+	ident
+	fsys    fileSystem
+	opts    Options
+	dataDir string
+	dir     string
+	lg      *slog.Logger
 
 	// mu guards everything below: the writer holds it exclusively, readers
 	// shared.
@@ -44,14 +41,6 @@ type Log struct {
 	closed            bool
 }
 
-var legalTopic = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
-
-// PartitionDir is the directory of a partition under dataDir, as Kafka
-// names it (LocalLog.logDirName): "<topic>-<partition>".
-func PartitionDir(dataDir, topic string, partition int32) string {
-	return filepath.Join(dataDir, fmt.Sprintf("%s-%d", topic, partition))
-}
-
 // Open opens or creates the log of topic-partition under dataDir and
 // recovers it (recover.go): it finishes an interrupted truncation, cuts a
 // torn tail, and cuts the epoch cache back to the log end.
@@ -66,12 +55,12 @@ func Open(dataDir, topic string, partition int32, opts Options) (*Log, error) {
 }
 
 func openLog(fsys fileSystem, dataDir, topic string, partition int32, opts Options) (*Log, error) {
-	if !legalTopic.MatchString(topic) || topic == "." || topic == ".." || partition < 0 {
-		return nil, fmt.Errorf("opening log: illegal topic-partition %q-%d", topic, partition)
+	if err := checkName(topic, partition); err != nil {
+		return nil, fmt.Errorf("opening log: %w", err)
 	}
 	opts = opts.withDefaults()
 	l := &Log{
-		fsys: fsys, opts: opts, dataDir: dataDir, topic: topic, partition: partition,
+		fsys: fsys, opts: opts, dataDir: dataDir, ident: ident{topic, partition},
 		dir: PartitionDir(dataDir, topic, partition),
 		lg:  opts.Logger.With("topic", topic, "partition", partition),
 	}
@@ -83,8 +72,6 @@ func openLog(fsys fileSystem, dataDir, topic string, partition int32, opts Optio
 	l.lastFlush = opts.Now()
 	return l, nil
 }
-
-func (l *Log) tp() string { return fmt.Sprintf("%s-%d", l.topic, l.partition) }
 
 // Dir is the partition directory.
 func (l *Log) Dir() string { return l.dir }
