@@ -17,7 +17,7 @@ import (
 //
 // The one exception to base >= LEO is Kafka's for an empty log: a first
 // batch that starts below the LEO but covers it restarts the log at its
-// base offset (kafka-internals.md §10 item 12).
+// base offset (Partition.appendRecordsToFollowerOrFutureReplica).
 //
 // Then: roll if due, write the bytes and index entries, assign each
 // batch's epoch to the cache (rewriting leader-epoch-checkpoint

@@ -12,8 +12,8 @@ const tmpSuffix = ".tmp"
 // writeFileAtomic replaces dir/name with data so that after a crash the
 // file is either the old or the new content, never a mix: write
 // name.tmp, fsync it, close, rename over name, fsync dir. This is Kafka's
-// CheckpointFile + Utils.atomicMoveWithFallback and nats'
-// writeAtomicallyWithTemp; the tmp file is removed on failure.
+// CheckpointFile + Utils.atomicMoveWithFallback; the tmp file is removed on
+// failure.
 func writeFileAtomic(fsys fileSystem, dir, name string, data []byte) (err error) {
 	path := filepath.Join(dir, name)
 	tmp := path + tmpSuffix

@@ -13,7 +13,7 @@ const EpochCheckpointFile = "leader-epoch-checkpoint"
 const checkpointVersion = 0 // LeaderEpochCheckpointFile.CURRENT_VERSION
 
 // formatEpochCheckpoint renders entries as Kafka's CheckpointFile writes a
-// leader-epoch-checkpoint (kafka-internals.md §5.4): version line, count
+// leader-epoch-checkpoint (LeaderEpochCheckpointFile): version line, count
 // line, then "<epoch> <startOffset>" per line, each ended by "\n"
 // (BufferedWriter.newLine on Linux).
 func formatEpochCheckpoint(entries []EpochEntry) []byte {

@@ -7,8 +7,9 @@ import (
 
 const intentName = "kfollower-truncation-intent"
 
-// intent is a truncation recorded durably before any segment is touched
-// (go-style-anchors.md §7 item 9). Open finishes it before anything else.
+// intent is a truncation recorded durably before any segment is touched,
+// so that a crash halfway cannot bring truncated batches or epochs back:
+// Open finishes it before anything else.
 // Its file is "0\n<kind> <offset>\n", kind "to" (TruncateTo) or "full"
 // (TruncateFullyAndStartAt).
 type intent struct {

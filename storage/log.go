@@ -14,7 +14,7 @@ import (
 // Close); any number may read (Read and the offset/epoch queries)
 // concurrently with it.
 //
-// It satisfies follower.LocalLog.
+// It satisfies Reader, and follower.LocalLog.
 type Log struct {
 	ident
 	fsys    fileSystem

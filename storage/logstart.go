@@ -9,8 +9,8 @@ const LogStartFile = "kfollower-log-start-offset"
 
 // formatLogStart / ParseLogStart hold the log start offset when it lies
 // inside the first segment (after DeleteBefore); Kafka keeps the same
-// number in the log dir's log-start-offset-checkpoint. Framing as §5.5:
-// version, count 1, the offset.
+// number in the log dir's log-start-offset-checkpoint. The framing is that
+// of Kafka's OffsetCheckpointFile: version, count 1, the offset.
 func formatLogStart(off int64) []byte { return fmt.Appendf(nil, "0\n1\n%d\n", off) }
 
 func ParseLogStart(data []byte) (int64, error) {

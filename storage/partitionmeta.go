@@ -30,7 +30,7 @@ func ParseTopicID(s string) (TopicID, error) {
 }
 
 // formatPartitionMetadata is PartitionMetadata.encode: exactly
-// "version: 0\ntopic_id: <uuid>", no trailing newline (§5.6).
+// "version: 0\ntopic_id: <uuid>", no trailing newline.
 func formatPartitionMetadata(id TopicID) []byte {
 	return []byte("version: 0\ntopic_id: " + id.String())
 }

@@ -89,7 +89,7 @@ func openSegmentFiles(fsys fileSystem, dir string, base int64, interval int, now
 }
 
 // createSegment makes a new, empty segment and fsyncs the directory so its
-// files survive a crash (etcd wal cut()).
+// files survive a crash.
 func createSegment(fsys fileSystem, dir string, base int64, interval int, now time.Time) (*segment, error) {
 	s, err := openSegmentFiles(fsys, dir, base, interval, now)
 	if err != nil {
