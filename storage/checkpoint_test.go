@@ -18,23 +18,30 @@ import (
 // diff before committing it.
 var update = flag.Bool("update", false, "rewrite testdata/golden and the fuzz seeds under testdata/fuzz")
 
+// golden checks got against testdata/golden/name.
 func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", "golden", name)
+	testdataFile(t, filepath.Join("testdata", "golden", name), got)
+}
+
+// testdataFile fails the test when the file at path does not hold want;
+// with -update it writes want there first.
+func testdataFile(t *testing.T, path string, want []byte) {
+	t.Helper()
 	if *update {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
+		if err := os.WriteFile(path, want, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	want, err := os.ReadFile(path)
+	got, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
+		t.Fatalf("%v (go test -update writes it)", err)
 	}
 	if !bytes.Equal(got, want) {
-		t.Fatalf("%s differs from golden\n got %q\nwant %q", name, got, want)
+		t.Errorf("%s differs from the test's value (go test -update rewrites it)\n got %q\nwant %q", path, got, want)
 	}
 }
 

@@ -3,7 +3,6 @@ package storage
 import (
 	"fmt"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -51,24 +50,8 @@ func corpusFile(b []byte) []byte { return fmt.Appendf(nil, "go test fuzz v1\n[]b
 
 func TestFuzzSeeds(t *testing.T) {
 	for _, target := range slices.Sorted(maps.Keys(fuzzSeeds)) {
-		dir := filepath.Join("testdata", "fuzz", target)
 		for _, name := range slices.Sorted(maps.Keys(fuzzSeeds[target])) {
-			path, want := filepath.Join(dir, name), corpusFile(fuzzSeeds[target][name])
-			if *update {
-				if err := os.MkdirAll(dir, 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(path, want, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			got, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (go test -update writes it)", err)
-			}
-			if string(got) != string(want) {
-				t.Errorf("%s is %q, its seed %q (go test -update rewrites it)", path, got, want)
-			}
+			testdataFile(t, filepath.Join("testdata", "fuzz", target, name), corpusFile(fuzzSeeds[target][name]))
 		}
 	}
 }
