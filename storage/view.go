@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 
 	"github.com/kfollower/kfollower/wire/batch"
 )
@@ -37,18 +38,21 @@ import (
 // see the new state.
 //
 // A View is safe for concurrent use; each Batches iterator belongs to one
-// goroutine. Close releases the files.
+// goroutine. Close releases the files; nothing may use the view after it.
 type View struct {
 	ident
 	dir string
 	// segs are the .log files, opened for reading only; each one's ix.size
-	// is how far it is read, and ix.offsets its .index when that was sane.
-	segs     []*segment
-	logStart int64
-	end      int64
-	durable  int64
-	epochs   Epochs
-	topicID  TopicID
+	// is how far it is read, and after indexOnce ix.offsets is its .index
+	// when that was sane. Only Read looks a position up, so the iterator's
+	// users (the audit tools) never read the index files.
+	segs      []*segment
+	indexOnce sync.Once
+	logStart  int64
+	end       int64
+	durable   int64
+	epochs    Epochs
+	topicID   TopicID
 }
 
 var _ Reader = (*View)(nil)
@@ -143,9 +147,6 @@ func (v *View) load() error {
 			}
 		}
 		v.durable = min(v.durable, v.end)
-		for _, s := range v.segs {
-			s.ix.offsets = readViewIndex(s)
-		}
 	}
 	epochs, _, _, err := loadEpochs(osFS{}, v.dir, v.ident, v.segs, tail, v.logStart, v.end)
 	if err != nil {
@@ -235,6 +236,11 @@ func (v *View) Epochs() Epochs { return v.epochs }
 
 // Read is Reader.Read over the view.
 func (v *View) Read(offset int64, maxBytes int) ([]byte, error) {
+	v.indexOnce.Do(func() {
+		for _, s := range v.segs {
+			s.ix.offsets = readViewIndex(s)
+		}
+	})
 	return readSegments(v.ident, v.segs, v.logStart, v.end, offset, maxBytes)
 }
 

@@ -91,6 +91,12 @@ func TestViewMatchesLog(t *testing.T) {
 	if got := viewBases(t, v.Batches(0, v.LogEndOffset())); len(got) == 0 || got[0] > 10 {
 		t.Fatalf("batches from the log start: %v", got)
 	}
+	// Read looked positions up in the same index entries the Log has.
+	for i, s := range v.segs {
+		if !slices.Equal(s.ix.offsets, l.segs[i].ix.offsets) || (i == 0 && len(s.ix.offsets) == 0) {
+			t.Fatalf("segment %d: index entries %v, the log's %v", s.base, s.ix.offsets, l.segs[i].ix.offsets)
+		}
+	}
 }
 
 // The view's iterator over two segments and a write in progress: every
