@@ -124,6 +124,16 @@ func (v *View) load() error {
 			logStart = n
 		}
 	}
+	// A recovery point is only trusted when no truncation is in flight,
+	// as recover does: a truncation may have rewritten the bytes before it.
+	var rp *recoveryPoint
+	if _, err := os.Stat(filepath.Join(v.dir, intentName)); errors.Is(err, os.ErrNotExist) {
+		if data, err := os.ReadFile(filepath.Join(v.dir, recoveryPointName)); err == nil {
+			if p, err := parseRecoveryPoint(data); err == nil {
+				rp = &p
+			}
+		}
+	}
 	var tail []batch.Header
 	if len(v.segs) == 0 {
 		v.logStart = max(logStart, 0)
@@ -132,8 +142,11 @@ func (v *View) load() error {
 		// Only the last segment can be written to; the earlier ones end
 		// at or below its base.
 		last := v.segs[len(v.segs)-1]
+		if rp != nil && rp.base != last.base {
+			rp = nil // for a segment since rolled
+		}
 		var err error
-		if tail, err = v.findEnd(last); err != nil {
+		if tail, rp, err = findEnd(last, rp); err != nil {
 			return err
 		}
 		v.end = last.next
@@ -141,10 +154,8 @@ func (v *View) load() error {
 		// and at most the log end.
 		v.logStart = min(max(logStart, v.segs[0].base), v.end)
 		v.durable = last.base
-		if data, err := os.ReadFile(filepath.Join(v.dir, recoveryPointName)); err == nil {
-			if rp, err := parseRecoveryPoint(data); err == nil && rp.base == last.base {
-				v.durable = max(v.durable, rp.next)
-			}
+		if rp != nil {
+			v.durable = max(v.durable, rp.next)
 		}
 		v.durable = min(v.durable, v.end)
 	}
@@ -156,28 +167,70 @@ func (v *View) load() error {
 	return nil
 }
 
-// findEnd walks the batch headers of s (no CRC: reading checks those) and
-// returns them. It cuts how far s is read to the end of the last whole
-// batch, unless a valid batch follows the bytes that stopped the walk
-// (validBatchFollows, as recoverActive decides): those are corruption and
-// stay in reach.
-func (v *View) findEnd(s *segment) ([]batch.Header, error) {
-	var hs []batch.Header
-	valid, err := scanFile(s.log, 0, s.ix.size, false, func(h batch.Header, _ int64, _ []byte) error {
-		hs = append(hs, h)
-		return nil
+// findEnd walks the batch headers of s, the last segment, from its
+// recovery point rp when there is one (the bytes before it were fsynced
+// and their epochs checkpointed), else from its start. It reads the
+// headers alone (no CRC: reading checks those) and cuts how far s is read
+// to the end of the last whole batch, unless a valid batch follows the
+// bytes that stopped the walk (validBatchFollows, as recoverActive
+// decides): those are corruption and stay in reach. It returns the first
+// batch of each epoch it walked, the tail loadEpochs takes, and rp, or nil
+// when rp did not sit on a batch and so is not trusted.
+func findEnd(s *segment, rp *recoveryPoint) ([]batch.Header, *recoveryPoint, error) {
+	if rp != nil && rp.pos > s.ix.size {
+		rp = nil // past the file's end, as recover ignores it
+	}
+	start := int64(0)
+	s.next = s.base
+	if rp != nil {
+		start, s.next = rp.pos, rp.next
+	}
+	var tail []batch.Header
+	valid, err := walkHeaders(s.log, start, s.ix.size, func(h batch.Header) {
+		if n := len(tail); n == 0 || tail[n-1].PartitionLeaderEpoch != h.PartitionLeaderEpoch {
+			tail = append(tail, h)
+		}
+		s.next = h.NextOffset()
 	})
 	var be *batch.Error
 	if err != nil && !errors.As(err, &be) {
-		return nil, err
+		return nil, nil, err
+	}
+	if err != nil && valid == start && start > 0 {
+		return findEnd(s, nil) // not a batch at the recovery point
 	}
 	if valid < s.ix.size && (err == nil || !validBatchFollows(s, valid, s.ix.size)) {
 		s.ix.size = valid
 	}
-	if len(hs) > 0 {
-		s.next = hs[len(hs)-1].NextOffset()
+	return tail, rp, nil
+}
+
+// walkHeaders reads the header of each batch of f from position from on,
+// skipping the records, up to limit, calling fn for each batch that lies
+// whole below limit. It returns the position after the last one, and the
+// *batch.Error (at its file position) of a header that does not parse.
+func walkHeaders(f file, from, limit int64, fn func(h batch.Header)) (int64, error) {
+	var hdr [batch.HeaderSize]byte
+	pos := from
+	for pos+batch.HeaderSize <= limit {
+		n, err := f.ReadAt(hdr[:], pos)
+		if n < len(hdr) {
+			if err != nil && !errors.Is(err, io.EOF) {
+				return pos, fmt.Errorf("reading %s at %d: %w", f.Name(), pos, err)
+			}
+			return pos, nil // cut since the size was taken
+		}
+		h, err := batch.ParseHeader(hdr[:])
+		if err != nil {
+			return pos, shiftErr(err, pos)
+		}
+		if pos+int64(h.Size()) > limit {
+			break
+		}
+		fn(h)
+		pos += int64(h.Size())
 	}
-	return hs, nil
+	return pos, nil
 }
 
 // readViewIndex returns the entries of s's .index that point inside what

@@ -373,6 +373,26 @@ func TestViewDurableEnd(t *testing.T) {
 	}
 }
 
+// A recovery point that does not sit on a batch is not trusted: the last
+// segment is walked from its start instead.
+func TestViewBadRecoveryPoint(t *testing.T) {
+	data := t.TempDir()
+	dir, batches := populate(t, data)
+	segs := segFiles(t, dir, logSuffix)
+	base, _ := parseSegmentName(filepath.Base(segs[len(segs)-1]))
+	rp := recoveryPoint{base: base, pos: 5, next: base + 1, firstTs: -1, maxTs: -1, maxTsOffset: -1, lastEpoch: -1}
+	if err := os.WriteFile(filepath.Join(dir, recoveryPointName), formatRecoveryPoint(rp), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	v := openView(t, data)
+	if v.LogEndOffset() != 90 || v.DurableEnd() != base {
+		t.Fatalf("end %d, durable end %d; want 90, %d", v.LogEndOffset(), v.DurableEnd(), base)
+	}
+	if got := viewBases(t, v.Batches(0, 90)); len(got) != len(batches) {
+		t.Fatalf("%d batches, want %d", len(got), len(batches))
+	}
+}
+
 func TestViewMissing(t *testing.T) {
 	if _, err := OpenReadOnly(t.TempDir(), "t", 0); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("missing partition: %v", err)
