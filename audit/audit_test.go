@@ -3,7 +3,6 @@ package audit
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -206,160 +205,6 @@ func TestCheckTail(t *testing.T) {
 	}
 }
 
-// writePartition lays out a partition directory as storage does: segments
-// of the given batches (one segment per inner slice), a checkpoint and
-// partition.metadata.
-func writePartition(t *testing.T, dataDir, topic string, p int32, segs [][][]byte, epochs []storage.EpochEntry) string {
-	t.Helper()
-	dir := storage.PartitionDir(dataDir, topic, p)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for _, seg := range segs {
-		h, err := batch.ParseHeader(seg[0])
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%020d.log", h.BaseOffset)), bytes.Join(seg, nil), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "0\n%d\n", len(epochs))
-	for _, e := range epochs {
-		fmt.Fprintf(&b, "%d %d\n", e.Epoch, e.StartOffset)
-	}
-	if err := os.WriteFile(filepath.Join(dir, storage.EpochCheckpointFile), []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
-
-func TestBatchReader(t *testing.T) {
-	dataDir := t.TempDir()
-	var seg1, seg2 [][]byte
-	off := int64(0)
-	for i := range 40 {
-		b := batch.Build(batch.Spec{BaseOffset: off, Records: 1 + i%5, Epoch: int32(i / 20), Value: bytes.Repeat([]byte{'x'}, 100*i)})
-		if i < 25 {
-			seg1 = append(seg1, b)
-		} else {
-			seg2 = append(seg2, b)
-		}
-		h, _ := batch.ParseHeader(b)
-		off = h.NextOffset()
-	}
-	dir := writePartition(t, dataDir, "my-topic", 3, [][][]byte{seg1, seg2}, []storage.EpochEntry{ee(0, 0)})
-	// A write in progress: half a batch at the end of the last segment.
-	partial := batch.Build(batch.Spec{BaseOffset: off, Records: 2, Epoch: 1})
-	f, err := os.OpenFile(filepath.Join(dir, fmt.Sprintf("%020d.log", mustHeader(t, seg2[0]).BaseOffset)), os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.Write(partial[:len(partial)/2])
-	f.Close()
-
-	lp, err := openLocal(dataDir, "my-topic", 3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lp.close()
-	for _, chunk := range []int{64, 1000, 1 << 20} {
-		for _, from := range []int64{0, 7, off - 1} {
-			rd := lp.batches(from, chunk)
-			var got []int64
-			for rd.Next() {
-				got = append(got, rd.Batch().h.BaseOffset)
-			}
-			if rd.Err() != nil {
-				t.Fatalf("chunk %d: %v", chunk, rd.Err())
-			}
-			var want []int64
-			for _, b := range append(slices.Clone(seg1), seg2...) {
-				if h := mustHeader(t, b); h.NextOffset() > from {
-					want = append(want, h.BaseOffset)
-				}
-			}
-			if !slices.Equal(got, want) {
-				t.Fatalf("chunk %d from %d: bases %v, want %v", chunk, from, got, want)
-			}
-			if rd.End() != off {
-				t.Fatalf("chunk %d: end %d, want %d", chunk, rd.End(), off)
-			}
-		}
-	}
-	if end, err := lp.logEnd(); err != nil || end != off {
-		t.Fatalf("logEnd %d %v, want %d", end, err, off)
-	}
-	// A snapshot end: batches appended after it are not read.
-	cut := mustHeader(t, seg2[3]).BaseOffset
-	rd := lp.batches(0, 1000)
-	rd.stopAt = cut
-	var last int64 = -1
-	for rd.Next() {
-		last = rd.Batch().h.BaseOffset
-	}
-	if rd.Err() != nil || last != mustHeader(t, seg2[2]).BaseOffset || rd.Next() {
-		t.Fatalf("stopAt %d: last batch read at %d (%v)", cut, last, rd.Err())
-	}
-
-	// A flipped byte in the middle of the first segment is corruption.
-	p1 := filepath.Join(dir, fmt.Sprintf("%020d.log", 0))
-	raw, _ := os.ReadFile(p1)
-	raw[len(seg1[0])+len(seg1[1])+70] ^= 1
-	os.WriteFile(p1, raw, 0o644)
-	lp2, err := openLocal(dataDir, "my-topic", 3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lp2.close()
-	rd = lp2.batches(0, 128)
-	n := 0
-	for rd.Next() {
-		n++
-	}
-	var ce *CorruptError
-	if n != 2 || !errorsAs(rd.Err(), &ce) || ce.Position != int64(len(seg1[0])+len(seg1[1])) {
-		t.Fatalf("after %d batches: %v, want corruption at the third batch", n, rd.Err())
-	}
-}
-
-func mustHeader(t *testing.T, b []byte) batch.Header {
-	t.Helper()
-	h, err := batch.ParseHeader(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return h
-}
-
-func TestParsing(t *testing.T) {
-	es, err := storage.ParseEpochCheckpoint([]byte("0\n2\n0 0\n2 300\n"))
-	if err != nil || !slices.Equal(es, []storage.EpochEntry{ee(0, 0), ee(2, 300)}) {
-		t.Fatalf("%v %v", es, err)
-	}
-	for _, bad := range []string{"1\n0\n", "0\n2\n0 0\n", "0\n1\nx 1\n"} {
-		if _, err := storage.ParseEpochCheckpoint([]byte(bad)); err == nil {
-			t.Errorf("%q accepted", bad)
-		}
-	}
-	if es, err := storage.ParseEpochCheckpoint([]byte("")); err != nil || len(es) != 0 {
-		t.Errorf("empty file: %v %v", es, err)
-	}
-	for name, want := range map[string]topicPartition{
-		"a-0": {Topic: "a", Partition: 0}, "my-topic-12": {Topic: "my-topic", Partition: 12},
-	} {
-		if got, ok := parsePartitionDir(name); !ok || got != want {
-			t.Errorf("%s: %v %v", name, got, ok)
-		}
-	}
-	for _, name := range []string{"lost+found", "a-", "-1", "a-01", "a-x", "a-0.abc-delete"} {
-		if _, ok := parsePartitionDir(name); ok {
-			t.Errorf("%s parsed", name)
-		}
-	}
-}
-
 // decideTransactions keeps plain records and committed transactions, drops
 // aborted ones and holds back those whose outcome the lost range does not
 // show.
@@ -451,5 +296,3 @@ func TestExitCodes(t *testing.T) {
 		t.Fatal("ok/usage codes")
 	}
 }
-
-func errorsAs(err error, target any) bool { return errors.As(err, target) }

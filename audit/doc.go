@@ -20,16 +20,17 @@
 // connection errors (an error returned by a tool maps to 2 through
 // ExitCodeFor).
 //
-// The tools never write to the data dir. Verify and Lineage read the files
-// themselves (storage.Open would recover the log, which may cut a torn tail
-// or finish a truncation: a writer's job), so they work on the data dir of
-// a running daemon, concurrently with its writer, or of a stopped one. A
-// read is a snapshot: Verify takes each local log end before it asks the
-// leaders anything and compares nothing past it, opens the segment files
-// together (a segment the daemon deletes afterwards stays readable), and
-// leaves out a batch being appended (a partial tail). A daemon that
-// truncates during the run (a reconciliation) can make Verify report the
-// state before the truncation; run it again.
+// The tools never write to the data dir. Verify and Lineage read it
+// through storage.OpenReadOnly, which never recovers or writes
+// (storage.Open would: cut a torn tail, finish a truncation, the writer's
+// job), so they work on the data dir of a running daemon, concurrently
+// with its writer, or of a stopped one. A read is a snapshot: Verify takes
+// each local log end before it asks the leaders anything and compares
+// nothing past it; the view opens the segment files together (a segment
+// the daemon deletes afterwards stays readable) and leaves out a batch
+// being appended. A daemon that truncates during the run (a
+// reconciliation) can make Verify report the state before the truncation;
+// run it again.
 //
 // Every request is built with kmsg.NewPtr… so that the -1/-2 defaults are
 // set, and sent as a consumer: replica id -1 on Fetch (only committed data,

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/kfollower/kfollower/storage"
-	"github.com/kfollower/kfollower/wire/batch"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -424,61 +423,23 @@ func selectPartitions(meta *clusterMeta, topics []string, parts []int32) []topic
 }
 
 func (pl *PartitionLineage) addLocal(dataDir string) error {
-	lp, err := openLocal(dataDir, pl.Topic, pl.Partition)
+	lv, err := storage.OpenReadOnly(dataDir, pl.Topic, pl.Partition)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	defer lp.close()
-	end, err := lp.logEnd()
-	if err != nil {
-		return err
-	}
+	defer lv.Close()
+	end, epochs := lv.LogEndOffset(), lv.Epochs().Entries()
 	pl.HasLocal, pl.LocalLogEnd = true, end
-	for _, e := range lp.epochs {
+	for _, e := range epochs {
 		pl.LocalEpochs = append(pl.LocalEpochs, Epoch{Epoch: e.Epoch, StartOffset: e.StartOffset})
 	}
 	if pl.Error == "" {
-		pl.Parted = compareEpochs(lp.epochs, end, pl.LeaderEpochs, pl.LeaderLogEnd)
+		pl.Parted = compareEpochs(epochs, end, pl.LeaderEpochs, pl.LeaderLogEnd)
 	}
 	return nil
-}
-
-// logEnd finds the local log end offset with a walk of batch headers in
-// the last non-empty segment (no CRC checks: Verify does those), stopping
-// at a partial or unparsable tail as storage's recovery would.
-func (lp *localPartition) logEnd() (int64, error) {
-	if len(lp.segs) == 0 {
-		return lp.logStart, nil
-	}
-	end := lp.segs[len(lp.segs)-1].base
-	for i := len(lp.segs) - 1; i >= 0; i-- {
-		s := lp.segs[i]
-		var hdr [batch.HeaderSize]byte
-		var pos int64
-		found := false
-		for pos+batch.HeaderSize <= s.size {
-			if _, err := s.f.ReadAt(hdr[:], pos); err != nil {
-				if errors.Is(err, io.EOF) {
-					break
-				}
-				return 0, fmt.Errorf("reading %s at %d: %w", s.path, pos, err)
-			}
-			h, err := batch.ParseHeader(hdr[:])
-			if err != nil || pos+int64(h.Size()) > s.size {
-				break
-			}
-			found = true
-			end = max(end, h.NextOffset())
-			pos += int64(h.Size())
-		}
-		if found {
-			return end, nil
-		}
-	}
-	return max(end, lp.logStart), nil
 }
 
 // ExitCode is ExitMismatch when a local sequence parts from its leader's,

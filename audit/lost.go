@@ -61,7 +61,7 @@ func ListLost(opts LostOptions) (*LostReport, error) {
 	}
 	rep := &LostReport{}
 	for _, pd := range parts {
-		tp, ok := parsePartitionDir(pd.Name())
+		tp, ok := storage.ParsePartitionDir(pd.Name())
 		if !pd.IsDir() || !ok ||
 			(len(opts.Topics) > 0 && !slices.Contains(opts.Topics, tp.Topic)) ||
 			(len(opts.Partitions) > 0 && !slices.Contains(opts.Partitions, tp.Partition)) {

@@ -206,12 +206,13 @@ func Verify(ctx context.Context, opts VerifyOptions) (*VerifyReport, error) {
 	if opts.Parallel <= 0 {
 		opts.Parallel = 4
 	}
-	local, err := listLocal(opts.DataDir)
+	local, err := storage.ListPartitions(opts.DataDir)
 	if err != nil {
 		return nil, err
 	}
 	var tps []topicPartition
-	for _, tp := range local {
+	for _, pn := range local {
+		tp := topicPartition(pn)
 		if (len(opts.Topics) == 0 || slices.Contains(opts.Topics, tp.Topic)) &&
 			(len(opts.Partitions) == 0 || slices.Contains(opts.Partitions, tp.Partition)) {
 			tps = append(tps, tp)
@@ -236,15 +237,14 @@ func Verify(ctx context.Context, opts VerifyOptions) (*VerifyReport, error) {
 	}
 	// The local log ends are taken before the leaders are asked, so that
 	// with a daemon appending beside us every batch we compare was at or
-	// below a high watermark the walk already saw (DESIGN.md: we only copy
-	// committed data); batches appended later are left for the next run.
+	// below a high watermark the walk already saw (docs/design.md: we only
+	// copy committed data); batches appended later are left for the next
+	// run.
 	snapshot := map[topicPartition]int64{}
 	for _, tp := range tps {
-		if lp, err := openLocal(opts.DataDir, tp.Topic, tp.Partition); err == nil {
-			if end, err := lp.logEnd(); err == nil {
-				snapshot[tp] = end
-			}
-			lp.close()
+		if lv, err := storage.OpenReadOnly(opts.DataDir, tp.Topic, tp.Partition); err == nil {
+			snapshot[tp] = lv.LogEndOffset()
+			lv.Close()
 		}
 	}
 	lineages := walkLineages(ctx, opts.Client, tps, meta)
@@ -292,38 +292,32 @@ func (v *verifier) run(ctx context.Context) PartitionVerify {
 		pv.Status, pv.Error = StatusError, err.Error()
 		return pv
 	}
-	lp, err := openLocal(v.opts.DataDir, tp.Topic, tp.Partition)
+	lv, err := storage.OpenReadOnly(v.opts.DataDir, tp.Topic, tp.Partition)
 	if err != nil {
 		return fail(err)
 	}
-	defer lp.close()
-	pv.LocalLogStart = lp.logStart
-	localEnd, err := lp.logEnd()
-	if err != nil {
-		return fail(err)
-	}
+	defer lv.Close()
+	pv.LocalLogStart = lv.LogStartOffset()
+	localEnd := lv.LogEndOffset()
 	if v.snapshotEnd >= 0 {
 		localEnd = min(localEnd, v.snapshotEnd)
 	}
 	pv.LocalLogEnd = localEnd
-	// The checkpoint is cut to that end as Kafka cuts a cache to a log end
+	// The cache is cut to that end as Kafka cuts a cache to a log end
 	// (truncateFromEnd): an epoch started by a later append is not ours yet.
-	var epochs []storage.EpochEntry
-	for _, e := range lp.epochs {
-		if e.StartOffset < localEnd {
-			epochs = append(epochs, e)
-			pv.LocalEpochs = append(pv.LocalEpochs, Epoch{Epoch: e.Epoch, StartOffset: e.StartOffset})
-		}
+	epochs := lv.Epochs().TruncateFromEnd(localEnd).Entries()
+	for _, e := range epochs {
+		pv.LocalEpochs = append(pv.LocalEpochs, Epoch{Epoch: e.Epoch, StartOffset: e.StartOffset})
 	}
 	pm, err := v.meta.lookup(tp)
 	if err != nil {
 		return fail(err)
 	}
 	pv.Leader, pv.LeaderEpoch = pm.leader, pm.leaderEpoch
-	if lp.topicID != (storage.TopicID{}) && pm.topicID != lp.topicID {
+	if id, ok := lv.TopicID(); ok && pm.topicID != id {
 		pv.Status = StatusDiverged
-		pv.Divergence = &Divergence{Offset: lp.logStart, Kind: DivergedTopicID,
-			Detail: fmt.Sprintf("partition.metadata names topic id %s, the cluster %s: the topic was created again", lp.topicID, storage.TopicID(pm.topicID))}
+		pv.Divergence = &Divergence{Offset: lv.LogStartOffset(), Kind: DivergedTopicID,
+			Detail: fmt.Sprintf("partition.metadata names topic id %s, the cluster %s: the topic was created again", id, storage.TopicID(pm.topicID))}
 		return pv
 	}
 	l := v.lineage
@@ -338,7 +332,7 @@ func (v *verifier) run(ctx context.Context) PartitionVerify {
 	pv.EpochsParted = compareEpochs(epochs, localEnd, l.epochs, l.logEnd)
 	pv.EpochsPrefix = pv.EpochsParted == nil
 
-	if err := v.compare(ctx, lp, pm, &pv); err != nil {
+	if err := v.compare(ctx, lv, pm, &pv); err != nil {
 		return fail(err)
 	}
 	pv.Status = StatusMatch
@@ -349,29 +343,28 @@ func (v *verifier) run(ctx context.Context) PartitionVerify {
 }
 
 // compare walks the local batches beside the leader's.
-func (v *verifier) compare(ctx context.Context, lp *localPartition, pm partitionMeta, pv *PartitionVerify) error {
+func (v *verifier) compare(ctx context.Context, lv *storage.View, pm partitionMeta, pv *PartitionVerify) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // ends the fetch goroutine
-	rd := lp.batches(lp.logStart, 8<<20)
-	rd.stopAt = pv.LocalLogEnd
+	rd := lv.Batches(lv.LogStartOffset(), pv.LocalLogEnd)
 	pv.VerifiedFrom, pv.VerifiedTo = -1, -1
 	// Local batches below the leader's log start cannot be fetched
 	// (OFFSET_OUT_OF_RANGE): skip them.
-	var cur *localBatch
+	var cur *batch.Header
 	for rd.Next() {
-		b := rd.Batch()
-		if b.h.BaseOffset >= pv.LeaderLogStart {
-			cur = &b
+		h := rd.Header()
+		if h.BaseOffset >= pv.LeaderLogStart {
+			cur = &h
 			break
 		}
-		pv.SkippedTo = b.h.NextOffset()
+		pv.SkippedTo = h.NextOffset()
 	}
 	if cur == nil {
 		return v.localDone(rd, pv, pv.LocalLogEnd)
 	}
-	pv.VerifiedFrom, pv.VerifiedTo = cur.h.BaseOffset, cur.h.BaseOffset
+	pv.VerifiedFrom, pv.VerifiedTo = cur.BaseOffset, cur.BaseOffset
 	ld := &leaderStream{v: v, pm: pm, ch: make(chan leaderChunk, 2)}
-	go ld.run(ctx, cur.h.BaseOffset, pv.LocalLogEnd)
+	go ld.run(ctx, cur.BaseOffset, pv.LocalLogEnd)
 	var sinceProgress int64
 	for {
 		lh, ok, err := ld.next(ctx)
@@ -386,7 +379,7 @@ func (v *verifier) compare(ctx context.Context, lp *localPartition, pm partition
 			// log is above its high watermark.
 			return v.tail(rd, cur, pv)
 		}
-		h := cur.h
+		h := *cur
 		if lh.BaseOffset != h.BaseOffset || lh.LastOffset() != h.LastOffset() ||
 			lh.PartitionLeaderEpoch != h.PartitionLeaderEpoch || lh.CRC != h.CRC {
 			pv.Divergence = &Divergence{Offset: min(lh.BaseOffset, h.BaseOffset), Kind: DivergedBatch,
@@ -404,18 +397,18 @@ func (v *verifier) compare(ctx context.Context, lp *localPartition, pm partition
 		if !rd.Next() {
 			return v.localDone(rd, pv, pv.VerifiedTo)
 		}
-		b := rd.Batch()
-		cur = &b
+		next := rd.Header()
+		cur = &next
 	}
 }
 
 // localDone ends a comparison at the end of the local batches: a corrupt
 // batch there is a divergence.
-func (v *verifier) localDone(rd *batchReader, pv *PartitionVerify, at int64) error {
+func (v *verifier) localDone(rd *storage.Batches, pv *PartitionVerify, at int64) error {
 	if v.opts.Progress != nil {
 		v.opts.Progress(VerifyProgress{Topic: pv.Topic, Partition: pv.Partition, Offset: max(at, 0), End: pv.LocalLogEnd, Bytes: pv.Bytes})
 	}
-	var ce *CorruptError
+	var ce *storage.CorruptionError
 	if err := rd.Err(); errors.As(err, &ce) {
 		pv.Divergence = &Divergence{Offset: at, Kind: DivergedCorrupt, Detail: ce.Error()}
 		return nil
@@ -429,11 +422,11 @@ func (v *verifier) localDone(rd *batchReader, pv *PartitionVerify, at int64) err
 // high watermark, against the leader's epoch sequence: each must lie
 // below the leader's log end, in the epoch the leader names for its
 // offsets.
-func (v *verifier) tail(rd *batchReader, cur *localBatch, pv *PartitionVerify) error {
-	first := cur.h.BaseOffset
+func (v *verifier) tail(rd *storage.Batches, cur *batch.Header, pv *PartitionVerify) error {
+	first := cur.BaseOffset
 	pv.UnverifiedFrom = first
 	for {
-		h := cur.h
+		h := *cur
 		if d := checkTail(h, pv.LeaderEpochs, pv.LeaderLogEnd); d != nil {
 			pv.Divergence = d
 			if h.BaseOffset == first {
@@ -444,8 +437,8 @@ func (v *verifier) tail(rd *batchReader, cur *localBatch, pv *PartitionVerify) e
 		if !rd.Next() {
 			return v.localDone(rd, pv, h.NextOffset())
 		}
-		b := rd.Batch()
-		cur = &b
+		next := rd.Header()
+		cur = &next
 	}
 }
 

@@ -12,36 +12,44 @@ import (
 	"github.com/kfollower/kfollower/wire/batch"
 )
 
-// KFOLLOWER_UPDATE_GOLDEN=1 rewrites testdata/golden (etcd's
-// ETCD_UPDATE_FIXTURE_DATA idea); review the diff before committing it.
-var updateGolden = os.Getenv("KFOLLOWER_UPDATE_GOLDEN") == "1"
+// `go test ./storage -update` rewrites the files under testdata from the
+// tests' own values: the golden bytes (testdata/golden) and the fuzz seed
+// corpus (testdata/fuzz, from the seed tables of seeds_test.go). Read the
+// diff before committing it.
+var update = flag.Bool("update", false, "rewrite testdata/golden and the fuzz seeds under testdata/fuzz")
 
-var _ = flag.Parse
-
+// golden checks got against testdata/golden/name.
 func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", "golden", name)
-	if updateGolden {
+	testdataFile(t, filepath.Join("testdata", "golden", name), got)
+}
+
+// testdataFile fails the test when the file at path does not hold want;
+// with -update it writes want there first.
+func testdataFile(t *testing.T, path string, want []byte) {
+	t.Helper()
+	if *update {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
+		if err := os.WriteFile(path, want, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	want, err := os.ReadFile(path)
+	got, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatalf("%v (run with KFOLLOWER_UPDATE_GOLDEN=1 to create)", err)
+		t.Fatalf("%v (go test -update writes it)", err)
 	}
 	if !bytes.Equal(got, want) {
-		t.Fatalf("%s differs from golden\n got %q\nwant %q", name, got, want)
+		t.Errorf("%s differs from the test's value (go test -update rewrites it)\n got %q\nwant %q", path, got, want)
 	}
 }
 
 func TestEpochCheckpointGolden(t *testing.T) {
 	entries := []EpochEntry{{0, 0}, {1, 2}, {5, 1234567890123}}
 	b := formatEpochCheckpoint(entries)
-	// The exact text of Kafka's LeaderEpochCheckpointFile (§5.4).
+	// The exact text of Kafka's LeaderEpochCheckpointFile (CheckpointFile:
+	// version, count, one "<epoch> <startOffset>" line each).
 	if string(b) != "0\n3\n0 0\n1 2\n5 1234567890123\n" {
 		t.Fatalf("%q", b)
 	}

@@ -28,6 +28,11 @@ const (
 	crashChildEnv = "KFOLLOWER_STORAGE_CRASH_CHILD"
 	crashSeedEnv  = "KFOLLOWER_STORAGE_CRASH_SEED"
 	crashTopic    = "crash"
+	// replaySeedEnv replays one TestCrashLoop run: the seed it logs gives
+	// the same children (their seeds, so their operations and flush
+	// policies) and the same kill delays; where a kill lands still depends
+	// on the machine.
+	replaySeedEnv = "KFOLLOWER_CRASH_SEED"
 )
 
 func crashOptions(seed uint64) Options {
@@ -201,7 +206,15 @@ func TestCrashLoop(t *testing.T) {
 	dir := t.TempDir()
 	kills := 0
 	model := crashModel{}
-	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
+	runSeed := uint64(time.Now().UnixNano())
+	if s := os.Getenv(replaySeedEnv); s != "" {
+		var err error
+		if runSeed, err = strconv.ParseUint(s, 10, 64); err != nil {
+			t.Fatalf("%s=%q: %v", replaySeedEnv, s, err)
+		}
+	}
+	t.Logf("run seed %d (replay with %s=%d)", runSeed, replaySeedEnv, runSeed)
+	rng := rand.New(rand.NewPCG(runSeed, 1))
 	ops := 0
 	during := map[string]int{}
 	for iter := 0; kills < 60; iter++ {
@@ -245,7 +258,7 @@ func TestCrashLoop(t *testing.T) {
 		}
 		l, err := Open(dir, crashTopic, 0, crashOptions(seed))
 		if err != nil {
-			t.Fatalf("run %d (seed %d): open after kill: %v", iter, seed, err)
+			t.Fatalf("child %d (seed %d): open after kill: %v", iter, seed, err)
 		}
 		got := crashState(t, l)
 		l.Close()
@@ -269,7 +282,7 @@ func TestCrashLoop(t *testing.T) {
 			}
 		}
 		if !ok {
-			t.Fatalf("run %d (seed %d): after kill during %v the log is\n%v\nwant one of\n%v", iter, seed, inflight, got, candidates)
+			t.Fatalf("child %d (seed %d): after kill during %v the log is\n%v\nwant one of\n%v", iter, seed, inflight, got, candidates)
 		}
 		model = got
 	}

@@ -5,11 +5,20 @@
 //
 // May import: the standard library and wire/batch (the record-batch format).
 // It never imports follower; *Log satisfies follower's read-only LocalLog
-// view (LogStartOffset, LogEndOffset, LatestEpoch, EndOffsetForEpoch).
+// view (LogStartOffset, LogEndOffset, LatestEpoch, EndOffsetForEpoch),
+// which the fetcher's call to follower.NewPartition checks at compile time.
+//
+// There is one writer of the format, *Log (Open recovers, then one
+// goroutine appends, truncates and deletes), and one reader besides it,
+// *View (OpenReadOnly: never recovers, never writes, safe beside a running
+// writer). Both satisfy Reader, the read side a reader that must not write
+// is given: Read, the log start and end, DurableEnd and the epochs.
 //
 // # On-disk format
 //
-// Under <data-dir>/<topic>-<partition>/ (kafka-internals.md §5):
+// This section is the format's contract (docs/storage-format.md explains
+// it). Under <data-dir>/<topic>-<partition>/, as Kafka names a partition
+// directory (LocalLog.logDirName):
 //
 //	00000000000000000000.log        record batches v2, byte for byte as fetched
 //	00000000000000000000.index      8-byte entries: int32 offset-base, int32 position
@@ -17,8 +26,23 @@
 //	00000000000000004711.log ...    next segment; its name is its base offset
 //	leader-epoch-checkpoint         "0\n<n>\n<epoch> <startOffset>\n" × n
 //	partition.metadata              "version: 0\ntopic_id: <22-char base64url>" (no newline)
+//	kfollower-recovery-point        "0\n<base> <position> <next> <offset entries> <time entries>
+//	                                <maxTs> <maxTsOffset> <firstTs> <lastEpoch>\n" (one line)
 //	kfollower-log-start-offset      "0\n1\n<offset>\n", only once DeleteBefore moved the start
 //	kfollower-truncation-intent     "0\n<to|full> <offset>\n", only while a truncation runs
+//	<name>.tmp                      a small file being replaced; Open deletes a leftover one
+//
+// kfollower-recovery-point says how far the active segment (base offset
+// <base>) is known durable: its first <position> bytes, ending before
+// offset <next>, with the indexer's state at that byte (how many index and
+// time-index entries cover them, the max timestamp so far and its offset,
+// the segment's first timestamp, the last batch's epoch; -1 where there is
+// none). It is Kafka's recovery-point-offset-checkpoint down to the byte:
+// it is rewritten after an fsync of the active segment (by Flush or a
+// flushing Append at most once a second; always by a truncation, Open and
+// Close), and Open re-reads only the bytes after it. A point for another
+// segment (the active one rolled since), or past the file's end, is
+// ignored; with an intent present it is not trusted at all.
 //
 // All integers in .log/.index/.timeindex are big-endian. A segment's base
 // offset is at or below its first batch's base offset (max(first incoming
@@ -32,8 +56,10 @@
 // files are what Kafka leaves after trimToValidSize, and each offset entry
 // names the last offset of the batch at its position, which
 // DumpLogSegments --verify-index-only checks. The kfollower-* files are
-// ignored by Kafka's loader. Kafka keeps the log start offset in the log
-// dir's log-start-offset-checkpoint; ours is per partition.
+// ignored by Kafka's loader (LogLoader only acts on
+// .log/.index/.timeindex/.txnindex/.snapshot and the transient
+// .deleted/.cleaned/.swap suffixes). Kafka keeps the log start offset in
+// the log dir's log-start-offset-checkpoint; ours is per partition.
 //
 // Removed batches can be kept with SaveLost under
 // <data-dir>/lost+found/<topic>-<partition>/<first>-<end>[.n]/: one Kafka
@@ -42,25 +68,27 @@
 //
 // # Order of durable steps
 //
-// Small files (checkpoint, partition.metadata, log start, intent, lost.json)
-// are replaced atomically: write <name>.tmp, fsync it, close, rename over
-// <name>, fsync the directory (Kafka's CheckpointFile, nats
-// writeAtomicallyWithTemp).
+// Small files (checkpoint, partition.metadata, recovery point, log start,
+// intent, lost.json) are replaced atomically: write <name>.tmp, fsync it,
+// close, rename over <name>, fsync the directory (Kafka's CheckpointFile).
 //
 // Append: validate the whole run (nothing is written on a violation);
 // roll if due (seal the old segment: final time-index entry, fsync .log,
 // .index, .timeindex; create the new files; fsync the directory); write the
-// batches, then their index entries; fsync the active segment if the flush
-// policy says so; if an epoch starts, rewrite leader-epoch-checkpoint. A
-// crash between the batch write and the checkpoint is repaired by recovery
-// (epochs newer than the checkpoint's latest are read back from the active
-// segment, as LogSegment.recover does).
+// batches, then their index entries; if an epoch starts, rewrite
+// leader-epoch-checkpoint; then fsync the active segment if the flush
+// policy says so, and rewrite the recovery point if the last one is a
+// second old. A crash between the batch write and the checkpoint is
+// repaired by recovery (epochs newer than the checkpoint's latest are read
+// back from the active segment, as LogSegment.recover does). DurableEnd
+// (Reader) is the log end at the last fsync of the active segment.
 //
 // TruncateTo(x) and TruncateFullyAndStartAt(x): 1. write the intent file;
 // 2. delete the later segments (indexes before .log), cut the segment
 // holding x at the first batch with an offset >= x, rebuild its indexes,
-// fsync it and the directory (a full truncation instead deletes all
-// segments, creates an empty one at x and writes the log start); 3.
+// fsync it and the directory, rewrite the recovery point (a full
+// truncation instead deletes all segments, creates an empty one at x,
+// writes the recovery point and the log start); 3.
 // rewrite leader-epoch-checkpoint cut to the new end; 4. remove the intent
 // and fsync the directory. Open redoes an intent it finds before anything
 // else, so after a crash neither the truncated batches nor their epochs
@@ -98,9 +126,15 @@
 //     the Log refuses further calls until it is reopened (after a failed
 //     fsync the page cache cannot be trusted); Open then repairs the files.
 //
+// A View repairs none of this: it reads the files as Open would see them
+// (the torn tail left out, the epoch cache built the same way) without
+// writing; see View.
+//
 // # Concurrency
 //
 // One goroutine writes; readers (Read, the offset and epoch queries) may
 // run concurrently and see a consistent state under a read lock. Epochs is
 // an immutable value, so a snapshot of the cache can be handed out freely.
+// A View takes no lock of the writer's (none is shared across processes):
+// it reads each segment no further than its size at open.
 package storage

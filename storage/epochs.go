@@ -15,8 +15,8 @@ type EpochEntry struct {
 // while the single writer moves on.
 //
 // Invariant: epochs and start offsets both increase strictly along the
-// entries (kafka-internals.md §1.1); Assign keeps it the way Kafka does, by
-// dropping conflicting tail entries first.
+// entries (KIP-101's leader epoch sequence); Assign keeps it the way Kafka
+// does, by dropping conflicting tail entries first.
 type Epochs struct {
 	entries []EpochEntry // never mutated once the value is built
 }
@@ -74,7 +74,7 @@ func (c Epochs) Equal(o Epochs) bool {
 func (c Epochs) String() string { return fmt.Sprint(c.entries) }
 
 // Assign records that epoch starts at startOffset, with the exact rules of
-// LeaderEpochFileCache.assign (kafka-internals.md §6.1):
+// LeaderEpochFileCache.assign:
 //   - negative epoch or offset is an error;
 //   - nothing changes unless the cache is empty, the epoch differs from the
 //     latest, or the offset is below the latest entry's start (isUpdateNeeded),
@@ -106,7 +106,7 @@ func (c Epochs) Assign(epoch int32, startOffset int64) (next Epochs, changed boo
 }
 
 // TruncateFromEnd removes every entry whose start offset is >= endOffset
-// (LeaderEpochFileCache.truncateFromEnd, §6.2). A negative endOffset, or
+// (LeaderEpochFileCache.truncateFromEnd). A negative endOffset, or
 // one above the newest start, changes nothing. Kafka calls it on every
 // truncation with the target, or with the LEO when the target is at or past
 // it (KAFKA-10706), and after recovery with the recovered LEO.
@@ -124,7 +124,7 @@ func (c Epochs) TruncateFromEnd(endOffset int64) Epochs {
 
 // TruncateFromStart drops every entry that starts at or before startOffset
 // and, if any were dropped, re-inserts the last of them starting at
-// startOffset (LeaderEpochFileCache.truncateFromStart, §6.3): the epoch that
+// startOffset (LeaderEpochFileCache.truncateFromStart): the epoch that
 // covers the new log start offset keeps covering it. An entry that starts
 // exactly at startOffset is thus kept as it is. Negative: no change.
 func (c Epochs) TruncateFromStart(startOffset int64) Epochs {
@@ -142,7 +142,7 @@ func (c Epochs) TruncateFromStart(startOffset int64) Epochs {
 }
 
 // EndOffsetFor answers as LeaderEpochFileCache.endOffsetFor(epoch, leo)
-// (kafka-internals.md §2.1, table §1.5), in this order:
+// (docs/kafka.md), in this order:
 //  1. epoch -1 (UNDEFINED_EPOCH): (-1, -1);
 //  2. epoch is the latest: (epoch, leo) — the LEO, not a high watermark;
 //  3. no entry above epoch (empty cache, or epoch above the latest): (-1, -1);

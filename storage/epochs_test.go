@@ -16,8 +16,9 @@ func mustEpochs(t *testing.T, es ...EpochEntry) Epochs {
 
 func e(epoch int32, start int64) EpochEntry { return EpochEntry{epoch, start} }
 
-// Cases from Kafka's LeaderEpochFileCacheTest (kafka-internals.md §1.5, §6,
-// §7.6), one row each, named after the Kafka test where there is one.
+// Cases from Kafka's LeaderEpochFileCacheTest (storage module,
+// org.apache.kafka.storage.internals.epoch), one row each, named after the
+// Kafka test where there is one.
 func TestEndOffsetFor(t *testing.T) {
 	cases := []struct {
 		name      string

@@ -32,8 +32,9 @@ func (e *AppendError) Unwrap() error { return e.Err }
 // CorruptionError is a batch that fails its checks where the log says it
 // must be whole: inside a sealed segment, or in the middle of the active
 // one with valid batches after it. It is never repaired silently: the
-// partition stops until an operator acts (go-style-anchors.md §7 item 7;
-// prometheus tsdb/wlog CorruptionErr).
+// partition stops until an operator acts, because cutting the log there
+// would drop the valid batches after it, and ours may be the only copy
+// left of data the cluster lost.
 type CorruptionError struct {
 	Topic     string
 	Partition int32

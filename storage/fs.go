@@ -9,8 +9,7 @@ import (
 )
 
 // fileSystem is the seam every byte of storage goes through, so tests can
-// inject a failed write or fsync (kfake's persist_fs.go failNextSync /
-// failNextWrite idea, go-style-anchors.md §7 item 10). Production uses osFS.
+// inject a failed write or fsync and count fsyncs. Production uses osFS.
 type fileSystem interface {
 	OpenFile(name string, flag int, perm os.FileMode) (file, error)
 	Rename(from, to string) error
@@ -20,7 +19,7 @@ type fileSystem interface {
 	ReadFile(name string) ([]byte, error)
 	Stat(name string) (os.FileInfo, error)
 	// SyncDir fsyncs a directory so creations, renames and removals in it
-	// survive a crash (etcd wal cut(), nats syncDir).
+	// survive a crash.
 	SyncDir(dir string) error
 }
 

@@ -14,10 +14,7 @@ import (
 // entries; and a cache built from accepted entries keeps its invariant
 // (epochs and offsets strictly increasing).
 func FuzzCheckpoint(f *testing.F) {
-	f.Add([]byte("0\n2\n0 1\n1 2\n"))
-	f.Add([]byte(""))
-	f.Add([]byte("0\r\n1\r\n3\t4"))
-	f.Add([]byte("0\n1\n 0 1\n"))
+	addSeeds(f, "FuzzCheckpoint")
 	f.Fuzz(func(t *testing.T, in []byte) {
 		entries, err := ParseEpochCheckpoint(in)
 		if err != nil {
@@ -44,30 +41,12 @@ func FuzzCheckpoint(f *testing.F) {
 	})
 }
 
-func TestWriteCheckpointSeeds(t *testing.T) {
-	writeSeeds(t, "FuzzCheckpoint", map[string][]byte{
-		"kafka-example": []byte("0\n2\n0 1\n1 2\n"),
-		"empty":         nil,
-		"version-only":  []byte("0\n"),
-		"crlf-tab":      []byte("0\r\n1\r\n3\t4"),
-		"leading-space": []byte("0\n1\n 0 1\n"),
-		"count-short":   []byte("0\n3\n0 1\n1 2\n"),
-		"non-monotonic": []byte("0\n3\n5 11\n6 12\n4 13\n"),
-		"negative":      []byte("0\n1\n-1 5\n"),
-		"big":           []byte("0\n1\n2147483647 9223372036854775807\n"),
-	})
-}
-
 // FuzzRecoverTail appends arbitrary bytes to the active segment of a
 // cleanly closed log and opens it: Open must not panic, and must either
 // report a *CorruptionError or keep every original batch (they lie before
 // the recovery point) plus only whole, valid, contiguous batches after.
 func FuzzRecoverTail(f *testing.F) {
-	f.Add([]byte{})
-	f.Add(make([]byte, 100))
-	f.Add(build(6, 1, 2))
-	f.Add(append(build(6, 1, 2), build(8, 0, 1)...))
-	f.Add(build(6, 1, 2)[:40])
+	addSeeds(f, "FuzzRecoverTail")
 	f.Fuzz(func(t *testing.T, tail []byte) {
 		data := t.TempDir()
 		opts := Options{Logger: quiet, Flush: FlushOS, IndexIntervalBytes: 100}

@@ -54,7 +54,7 @@ type LostEpoch struct {
 // directory under LostFoundDir, as one Kafka segment (20-digit base-offset
 // .log with .index and .timeindex built by the same rules as the log's
 // own) plus lost.json, all fsynced, before the caller truncates them away
-// (DESIGN.md: copy to lost+found, make the truncation durable, fetch
+// (docs/design.md: copy to lost+found, make the truncation durable, fetch
 // again). It does not change the log. With nothing at or after from it
 // returns a Lost with Batches == 0 and writes nothing.
 //

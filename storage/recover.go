@@ -285,7 +285,7 @@ func (l *Log) recoverActive(rp *recoveryPoint, onBatch func(batch.Header)) error
 		return err
 	}
 	if valid < size {
-		if err != nil && l.validBatchFollows(s, valid, size) {
+		if err != nil && validBatchFollows(s, valid, size) {
 			return l.corruption(s, valid, -1, err)
 		}
 		l.lg.Warn("cutting a torn tail", "segment", s.path(logSuffix), "position", valid,
@@ -321,7 +321,7 @@ func (l *Log) recoverActive(rp *recoveryPoint, onBatch func(batch.Header)) error
 // the end of what was being written, so if the bad batch's length field
 // leads to a batch that passes its CRC, the bad one sits in the middle of
 // good data.
-func (l *Log) validBatchFollows(s *segment, pos, size int64) bool {
+func validBatchFollows(s *segment, pos, size int64) bool {
 	hdr := make([]byte, batch.LogOverhead)
 	if _, err := s.log.ReadAt(hdr, pos); err != nil {
 		return false
@@ -339,17 +339,41 @@ func (l *Log) validBatchFollows(s *segment, pos, size int64) bool {
 	return found
 }
 
-// recoverEpochs is step 5 of recover.
+// recoverEpochs is step 5 of recover: the cache loadEpochs builds, written
+// back when it differs from the file.
 func (l *Log) recoverEpochs(tail []batch.Header) error {
-	path := filepath.Join(l.dir, EpochCheckpointFile)
-	data, err := l.fsys.ReadFile(path)
-	var cache Epochs
-	rebuild := ""
+	cache, data, rebuilt, err := loadEpochs(l.fsys, l.dir, l.ident, l.segs, tail, l.logStart, l.leoLocked())
+	if err != nil {
+		return err
+	}
+	if rebuilt != "" && (rebuilt != "missing" || l.leoLocked() > l.segs[0].base) {
+		l.lg.Warn("rebuilding leader-epoch-checkpoint from the batches", "reason", rebuilt)
+	}
+	if !bytes.Equal(data, formatEpochCheckpoint(cache.entries)) || rebuilt != "" {
+		if err := l.writeEpochs(cache); err != nil {
+			return err
+		}
+	}
+	l.epochs = cache
+	return nil
+}
+
+// loadEpochs builds the epoch cache of the log in segs, which holds
+// [logStart, leo), without writing anything: leader-epoch-checkpoint, plus
+// the epochs of tail batches newer than its latest entry (an append that
+// crashed before its checkpoint write, as LogSegment.recover reads them
+// back); or, when the file is missing, unreadable or not strictly
+// increasing, every batch's epoch (rebuilt says why). The cache is then cut
+// to the log end and from the log start, as LogLoader does. data is the
+// file as read.
+func loadEpochs(fsys fileSystem, dir string, id ident, segs []*segment, tail []batch.Header, logStart, leo int64) (cache Epochs, data []byte, rebuilt string, err error) {
+	path := filepath.Join(dir, EpochCheckpointFile)
+	data, err = fsys.ReadFile(path)
 	switch {
 	case isNotExist(err):
-		rebuild = "missing"
+		rebuilt = "missing"
 	case err != nil:
-		return fmt.Errorf("reading %s: %w", path, err)
+		return Epochs{}, nil, "", fmt.Errorf("reading %s: %w", path, err)
 	default:
 		entries, perr := ParseEpochCheckpoint(data)
 		if perr == nil {
@@ -362,16 +386,12 @@ func (l *Log) recoverEpochs(tail []batch.Header) error {
 			perr = fmt.Errorf("entries %v are not strictly increasing", entries)
 		}
 		if perr != nil {
-			rebuild = perr.Error()
+			rebuilt = perr.Error()
 		}
 	}
-	if rebuild != "" {
-		if rebuild != "missing" || l.leoLocked() > l.segs[0].base {
-			l.lg.Warn("rebuilding leader-epoch-checkpoint from the batches", "reason", rebuild)
-		}
-		cache, err = l.epochsFromBatches()
-		if err != nil {
-			return err
+	if rebuilt != "" {
+		if cache, err = epochsFromBatches(id, segs); err != nil {
+			return Epochs{}, nil, "", err
 		}
 	} else {
 		for _, h := range tail {
@@ -380,22 +400,14 @@ func (l *Log) recoverEpochs(tail []batch.Header) error {
 			}
 		}
 	}
-	cache = cache.TruncateFromEnd(l.leoLocked()).TruncateFromStart(l.logStart)
-	want := formatEpochCheckpoint(cache.entries)
-	if !bytes.Equal(data, want) || rebuild != "" {
-		if err := l.writeEpochs(cache); err != nil {
-			return err
-		}
-	}
-	l.epochs = cache
-	return nil
+	return cache.TruncateFromEnd(leo).TruncateFromStart(logStart), data, rebuilt, nil
 }
 
 // epochsFromBatches assigns every stored batch's epoch in order: the cache
 // Kafka would have built appending the same batches.
-func (l *Log) epochsFromBatches() (Epochs, error) {
+func epochsFromBatches(id ident, segs []*segment) (Epochs, error) {
 	var cache Epochs
-	for _, s := range l.segs {
+	for _, s := range segs {
 		_, err := scanFile(s.log, 0, s.size(), false, func(h batch.Header, _ int64, _ []byte) error {
 			if h.PartitionLeaderEpoch >= 0 {
 				cache, _, _ = cache.Assign(h.PartitionLeaderEpoch, h.BaseOffset)
@@ -403,7 +415,7 @@ func (l *Log) epochsFromBatches() (Epochs, error) {
 			return nil
 		})
 		if err != nil {
-			return Epochs{}, l.corruption(s, 0, -1, err)
+			return Epochs{}, id.corruption(s, 0, -1, err)
 		}
 	}
 	return cache, nil

@@ -12,17 +12,6 @@ import (
 	"github.com/kfollower/kfollower/wire/batch"
 )
 
-// localLog is follower.LocalLog, restated: storage may not import follower,
-// so this keeps the method set from drifting.
-type localLog interface {
-	LogStartOffset() int64
-	LogEndOffset() int64
-	LatestEpoch() (epoch int32, ok bool)
-	EndOffsetForEpoch(epoch int32) (found int32, end int64)
-}
-
-var _ localLog = (*Log)(nil)
-
 func TestRollBySize(t *testing.T) {
 	l := openT(t, t.TempDir(), Options{Logger: quiet, SegmentBytes: 500})
 	size := len(build(0, 0, 2))

@@ -6,7 +6,7 @@ import (
 )
 
 // fdatasync flushes a file's data and the metadata needed to read it back
-// (its size), skipping timestamps: etcd's client/pkg/fileutil sync_linux.go.
+// (its size), skipping timestamps, which recovery never reads.
 func fdatasync(f *os.File) error {
 	for {
 		err := syscall.Fdatasync(int(f.Fd()))

@@ -42,10 +42,9 @@ func (w *worker) maintain() {
 					"segments", n, "bytes", st.RetentionBytes, "log_start", p.log.LogStartOffset())
 			}
 		}
-		// A flush of a log with nothing new is a no-op; skipping it keeps
-		// the latencies reported those of real fsyncs.
-		if end := p.log.LogEndOffset(); flush && end != p.flushedEnd {
-			p.flushedEnd = end
+		// A flush of a log with nothing unsynced is a no-op; skipping it
+		// keeps the latencies reported those of real fsyncs.
+		if flush && p.log.DurableEnd() < p.log.LogEndOffset() {
 			t0 := time.Now()
 			if err := p.log.Flush(); err != nil {
 				cfg.Logger.Warn("flush failed", "partition", p.tp.String(), "err", err)

@@ -349,7 +349,7 @@ func (m *Manager) open(tp wire.TopicPartition, id wire.TopicID) (*part, error) {
 	}, l)
 	m.cfg.Logger.Info("following partition", "partition", tp.String(),
 		"log_start", l.LogStartOffset(), "log_end", l.LogEndOffset())
-	return &part{tp: tp, sm: sm, log: l, flushedEnd: l.LogEndOffset()}, nil
+	return &part{tp: tp, sm: sm, log: l}, nil
 }
 
 func (m *Manager) topicIDs() map[string]wire.TopicID {

@@ -29,8 +29,6 @@ type part struct {
 	// rounds counts OffsetsForLeaderEpoch answers since the partition last
 	// fetched, for Config.OnReconciled.
 	rounds int
-	// flushedEnd is the log end at the last maintenance flush (maintain.go).
-	flushedEnd int64
 }
 
 // process carries out every Ready the state machine has, in the order its

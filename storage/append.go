@@ -1,0 +1,203 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/kfollower/kfollower/wire/batch"
+)
+
+// Append validates raw — one or more whole v2 batches as fetched — and
+// appends it unchanged. Validation comes first and covers the whole run
+// (UnifiedLog.appendAsFollower): magic 2, lengths, CRC, no partial tail,
+// base offset >= LEO, offsets increasing (gaps are legal: compaction),
+// leader epochs >= 0 and non-decreasing, also against the cache. On any
+// violation it returns an *AppendError and writes nothing.
+//
+// The one exception to base >= LEO is Kafka's for an empty log: a first
+// batch that starts below the LEO but covers it restarts the log at its
+// base offset (Partition.appendRecordsToFollowerOrFutureReplica).
+//
+// Then: roll if due, write the bytes and index entries, assign each
+// batch's epoch to the cache (rewriting leader-epoch-checkpoint
+// atomically when it changes), and fsync per the flush policy.
+func (l *Log) Append(raw []byte) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.usable(); err != nil {
+		return err
+	}
+	if len(raw) == 0 {
+		return nil
+	}
+	hs, restart, err := l.validate(raw)
+	if err != nil {
+		return err
+	}
+	first, last := hs[0], hs[len(hs)-1]
+	if restart {
+		if err := l.truncateFullyWithIntent(first.BaseOffset); err != nil {
+			return err
+		}
+	}
+	if err := l.maybeRoll(len(raw), hs); err != nil {
+		return err
+	}
+	s := l.active()
+	if !s.canHold(last.LastOffset()) || first.BaseOffset < s.base {
+		return &AppendError{Topic: l.topic, Partition: l.partition, Offset: first.BaseOffset,
+			Reason: fmt.Sprintf("offsets %d..%d do not fit one segment based at %d", first.BaseOffset, last.LastOffset(), s.base)}
+	}
+	if err := s.append(raw, hs); err != nil {
+		return l.fail(fmt.Errorf("appending to %s: %w", l.tp(), err))
+	}
+	// The checkpoint goes before the flush: once a recovery point covers
+	// these batches, Open no longer reads their epochs back.
+	cache := l.epochs
+	changed := false
+	for _, h := range hs {
+		var ch bool
+		cache, ch, _ = cache.Assign(h.PartitionLeaderEpoch, h.BaseOffset) // validated: no error
+		changed = changed || ch
+	}
+	if changed {
+		if err := l.writeEpochs(cache); err != nil {
+			return l.fail(err)
+		}
+	}
+	return l.maybeFlush()
+}
+
+// validate checks a whole run before anything is written. restart is the
+// empty-log case of Append's doc.
+func (l *Log) validate(raw []byte) (hs []batch.Header, restart bool, err error) {
+	leo := l.leoLocked()
+	empty := leo == l.logStart && l.active().empty()
+	next := leo
+	prevEpoch := int32(-1)
+	if e, ok := l.epochs.Latest(); ok {
+		prevEpoch = e.Epoch
+	}
+	reject := func(off int64, err error, format string, args ...any) ([]batch.Header, bool, error) {
+		return nil, false, &AppendError{Topic: l.topic, Partition: l.partition, Offset: off, Reason: fmt.Sprintf(format, args...), Err: err}
+	}
+	sc := batch.NewScanner(raw)
+	for sc.Next() {
+		h := sc.Header()
+		switch {
+		case h.PartitionLeaderEpoch < 0:
+			return reject(h.BaseOffset, nil, "batch has no partition leader epoch (%d)", h.PartitionLeaderEpoch)
+		case h.PartitionLeaderEpoch < prevEpoch:
+			return reject(h.BaseOffset, nil, "leader epoch %d below the previous epoch %d", h.PartitionLeaderEpoch, prevEpoch)
+		case h.BaseOffset < next && len(hs) == 0 && empty && h.LastOffset() >= next:
+			restart = true
+		case h.BaseOffset < next && len(hs) == 0:
+			return reject(h.BaseOffset, nil, "base offset %d below the log end offset %d", h.BaseOffset, leo)
+		case h.BaseOffset < next:
+			return reject(h.BaseOffset, nil, "base offset %d overlaps the previous batch, which ends at %d", h.BaseOffset, next-1)
+		}
+		hs = append(hs, h)
+		next, prevEpoch = h.NextOffset(), h.PartitionLeaderEpoch
+	}
+	if err := sc.Err(); err != nil {
+		var be *batch.Error
+		off := next
+		if errors.As(err, &be) && be.BaseOffset >= 0 {
+			off = be.BaseOffset
+		}
+		return reject(off, err, "invalid batch: %v", err)
+	}
+	if sc.Tail() > 0 {
+		return reject(next, nil, "%d bytes of a partial batch at the end", sc.Tail())
+	}
+	return hs, restart, nil
+}
+
+// maybeRoll starts a new segment when the active one is due
+// (LogSegment.shouldRoll: size, age by batch timestamps, relative offset
+// overflow). The new base is max(first incoming offset, LEO), as
+// UnifiedLog.maybeRoll gives a follower.
+func (l *Log) maybeRoll(size int, hs []batch.Header) error {
+	s := l.active()
+	first, last := hs[0], hs[len(hs)-1]
+	var maxTs int64 = batch.NoTimestamp
+	for _, h := range hs {
+		maxTs = max(maxTs, h.MaxTimestamp)
+	}
+	waited := l.opts.Now().Sub(s.created)
+	if s.firstTs >= 0 {
+		waited = time.Duration(maxTs-s.firstTs) * time.Millisecond
+	}
+	due := s.size() > l.opts.SegmentBytes-int64(size) ||
+		(!s.empty() && waited > l.opts.SegmentAge) ||
+		!s.canHold(last.LastOffset())
+	if !due {
+		return nil
+	}
+	base := max(first.BaseOffset, l.leoLocked())
+	if s.empty() {
+		if s.base == base {
+			return nil
+		}
+		// An empty active segment whose base cannot index the batch:
+		// replace it rather than leave an empty sealed segment behind.
+		if err := s.remove(); err != nil {
+			return l.fail(err)
+		}
+		l.segs = l.segs[:len(l.segs)-1]
+	} else if err := s.seal(); err != nil {
+		return l.fail(fmt.Errorf("rolling %s: %w", l.tp(), err))
+	}
+	floor := s.lastEpoch
+	if s.empty() {
+		floor = s.epochFloor
+	}
+	ns, err := createSegment(l.fsys, l.dir, base, l.opts.IndexIntervalBytes, l.opts.Now())
+	if err != nil {
+		return l.fail(fmt.Errorf("rolling %s: %w", l.tp(), err))
+	}
+	ns.epochFloor, ns.lastEpoch = floor, floor
+	l.segs = append(l.segs, ns)
+	l.synced() // the old segment was sealed, the new one is empty
+	return nil
+}
+
+func (l *Log) maybeFlush() error {
+	switch l.opts.Flush {
+	case FlushEveryAppend:
+		return l.flushLocked()
+	case FlushInterval:
+		if l.opts.Now().Sub(l.lastFlush) >= l.opts.FlushInterval {
+			return l.flushLocked()
+		}
+	}
+	return nil
+}
+
+// Flush fsyncs what was appended since the last flush.
+func (l *Log) Flush() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.usable(); err != nil {
+		return err
+	}
+	return l.flushLocked()
+}
+
+func (l *Log) flushLocked() error {
+	if l.durable == l.leoLocked() {
+		return nil
+	}
+	if err := l.active().sync(); err != nil {
+		return l.fail(fmt.Errorf("flushing %s: %w", l.tp(), err))
+	}
+	l.synced()
+	l.lastFlush = l.opts.Now()
+	if l.lastFlush.Sub(l.lastRecoveryPoint) >= time.Second {
+		if err := l.writeRecoveryPoint(l.active().recoveryPoint()); err != nil {
+			return l.fail(fmt.Errorf("flushing %s: %w", l.tp(), err))
+		}
+	}
+	return nil
+}

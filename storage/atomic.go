@@ -1,0 +1,59 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+const tmpSuffix = ".tmp"
+
+// writeFileAtomic replaces dir/name with data so that after a crash the
+// file is either the old or the new content, never a mix: write
+// name.tmp, fsync it, close, rename over name, fsync dir. This is Kafka's
+// CheckpointFile + Utils.atomicMoveWithFallback; the tmp file is removed on
+// failure.
+func writeFileAtomic(fsys fileSystem, dir, name string, data []byte) (err error) {
+	path := filepath.Join(dir, name)
+	tmp := path + tmpSuffix
+	f, err := fsys.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	defer func() {
+		if err != nil {
+			_ = fsys.Remove(tmp)
+		}
+	}()
+	if _, err = f.Write(data); err != nil {
+		f.Close()
+		return fmt.Errorf("writing %s: %w", tmp, err)
+	}
+	if err = f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("syncing %s: %w", tmp, err)
+	}
+	if err = f.Close(); err != nil {
+		return fmt.Errorf("closing %s: %w", tmp, err)
+	}
+	if err = fsys.Rename(tmp, path); err != nil {
+		return fmt.Errorf("renaming %s: %w", tmp, err)
+	}
+	if err = fsys.SyncDir(dir); err != nil {
+		return fmt.Errorf("syncing directory %s: %w", dir, err)
+	}
+	return nil
+}
+
+// removeFileSynced removes dir/name (if present) and fsyncs dir.
+func removeFileSynced(fsys fileSystem, dir, name string) error {
+	path := filepath.Join(dir, name)
+	if err := fsys.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("removing %s: %w", path, err)
+	}
+	if err := fsys.SyncDir(dir); err != nil {
+		return fmt.Errorf("syncing directory %s: %w", dir, err)
+	}
+	return nil
+}

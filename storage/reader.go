@@ -1,0 +1,55 @@
+package storage
+
+// Reader is the read side of one partition's log: what a reader that must
+// not write (a Kafka protocol server, the audit tools) needs. The live *Log
+// and the read-only *View both satisfy it, so such a reader works on
+// either, and it can never append or truncate through it.
+//
+// Offsets are Kafka offsets; epochs are partition leader epochs.
+type Reader interface {
+	// Read returns whole batches starting with the one that holds offset
+	// (or the first after it, across a compaction gap), at most maxBytes
+	// of them but always at least one, all from one segment, as
+	// LogSegment.read with minOneMessage. It returns nil at the log end,
+	// an error wrapping ErrOffsetOutOfRange outside [LogStartOffset,
+	// LogEndOffset], and a *CorruptionError for a batch that fails its
+	// CRC: every batch returned has passed it.
+	Read(offset int64, maxBytes int) ([]byte, error)
+	// LogStartOffset is the first offset the log holds (or would hold).
+	LogStartOffset() int64
+	// LogEndOffset is the offset after the last stored batch.
+	LogEndOffset() int64
+	// DurableEnd is the end that survives a power loss: the log end at the
+	// last fsync of the active segment (Kafka's UnifiedLog.recoveryPoint,
+	// the offset up to which the log is flushed). The log holds only
+	// committed data, so a server of this copy can give DurableEnd as its
+	// high watermark. It never exceeds LogEndOffset.
+	// Segments before the active one are always durable: a roll fsyncs the
+	// sealed segment. Under each FlushPolicy:
+	//
+	//   - FlushEveryAppend: Append fsyncs before it returns, so after every
+	//     successful call DurableEnd == LogEndOffset;
+	//   - FlushInterval: the log end at the last fsync: an Append at least
+	//     FlushInterval after the previous flush, Flush, a roll, a
+	//     truncation, Open or Close;
+	//   - FlushOS: only a roll, a truncation, Open and Close fsync, so
+	//     DurableEnd moves at those alone; what the OS writes back on its
+	//     own in between cannot be known and does not count.
+	//
+	// After a failed write or fsync it stays at the last end known durable.
+	// A *View knows only what the writer recorded in
+	// kfollower-recovery-point (rewritten at most once a second when it
+	// flushes), so its DurableEnd may lag the writer's.
+	DurableEnd() int64
+	// LatestEpoch is the newest leader epoch in the cache; ok is false when
+	// the cache is empty.
+	LatestEpoch() (epoch int32, ok bool)
+	// EndOffsetForEpoch answers as Kafka's
+	// LeaderEpochFileCache.endOffsetFor(epoch, LogEndOffset) does; see
+	// Epochs.EndOffsetFor.
+	EndOffsetForEpoch(epoch int32) (found int32, end int64)
+	// Epochs is a snapshot of the leader-epoch cache.
+	Epochs() Epochs
+}
+
+var _ Reader = (*Log)(nil)
