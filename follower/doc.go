@@ -5,7 +5,7 @@
 // It is pure and deterministic: no network, disk, clock, kgo or Prometheus.
 // Replies and the current time come in as arguments; requests to send and
 // storage actions to carry out come out, in order. The driver
-// (follower/fetcher) performs them and confirms.
+// (fetcher) performs them and confirms.
 //
 // May import: the standard library and franz-go's kerr (error codes) only.
 // It declares the small read-only view of a local log it needs; storage
