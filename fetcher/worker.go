@@ -44,17 +44,19 @@ type (
 	}
 )
 
-// flight is one batched request and, once back, its response.
+// flight is one batched request and, once back, its response. Only one of
+// epochQs, lists and fetches is set, as kind says.
 type flight struct {
-	kind    string
-	epochQs map[wire.TopicPartition]*follower.OffsetsForLeaderEpoch
-	fetches map[wire.TopicPartition]*follower.Fetch
-	lists   map[wire.TopicPartition]*follower.ListOffsets
-	ids     map[string]wire.TopicID
-	sent    time.Time
-	resp    kmsg.Response
-	resp2   kmsg.Response // ListOffsets: the LATEST half
-	err     error
+	kind     string
+	reqIDs   map[wire.TopicPartition]uint64 // each partition's request id, for its reply
+	epochQs  map[wire.TopicPartition]wire.EpochQuery
+	lists    map[wire.TopicPartition]wire.ListOffsetsQuery
+	fetches  map[wire.TopicPartition]wire.FetchPartition
+	topicIDs map[string]wire.TopicID // the fetch's, to read a v13+ answer
+	sent     time.Time
+	resp     kmsg.Response
+	resp2    kmsg.Response // ListOffsets: the LATEST half
+	err      error
 }
 
 // idFor returns the id of tp's request in f, if f carries one.
@@ -62,16 +64,8 @@ func (f *flight) idFor(tp wire.TopicPartition) (uint64, bool) {
 	if f == nil {
 		return 0, false
 	}
-	if q, ok := f.epochQs[tp]; ok {
-		return q.ID, true
-	}
-	if q, ok := f.lists[tp]; ok {
-		return q.ID, true
-	}
-	if q, ok := f.fetches[tp]; ok {
-		return q.ID, true
-	}
-	return 0, false
+	id, ok := f.reqIDs[tp]
+	return id, ok
 }
 
 func newWorker(m *Manager, id int32) *worker {
@@ -196,49 +190,46 @@ func (w *worker) nextWake() (time.Time, bool) {
 // fetches. Requests addressed to another broker wait for the hand-off that
 // metadata will bring.
 func (w *worker) send(ctx context.Context) {
-	f := &flight{}
+	var (
+		epochs  map[wire.TopicPartition]*follower.OffsetsForLeaderEpoch
+		lists   map[wire.TopicPartition]*follower.ListOffsets
+		fetches map[wire.TopicPartition]*follower.Fetch
+	)
 	for tp, p := range w.parts {
 		switch r := p.pending.(type) {
 		case *follower.OffsetsForLeaderEpoch:
 			if r.Leader == w.id {
-				if f.epochQs == nil {
-					f.epochQs = map[wire.TopicPartition]*follower.OffsetsForLeaderEpoch{}
-				}
-				f.epochQs[tp] = r
+				addTo(&epochs, tp, r)
 			}
 		case *follower.ListOffsets:
 			if r.Leader == w.id {
-				if f.lists == nil {
-					f.lists = map[wire.TopicPartition]*follower.ListOffsets{}
-				}
-				f.lists[tp] = r
+				addTo(&lists, tp, r)
 			}
 		case *follower.Fetch:
 			if r.Leader == w.id {
-				if f.fetches == nil {
-					f.fetches = map[wire.TopicPartition]*follower.Fetch{}
-				}
-				f.fetches[tp] = r
+				addTo(&fetches, tp, r)
 			}
 		}
 	}
+	f := &flight{}
 	var reqs []kmsg.Request
 	switch {
-	case len(f.epochQs) > 0:
-		f.kind, f.lists, f.fetches = "offsets_for_leader_epoch", nil, nil
+	case len(epochs) > 0:
+		f.kind, f.reqIDs, f.epochQs = "offsets_for_leader_epoch", requestIDs(epochs), epochQueries(epochs)
 		reqs = []kmsg.Request{wire.OffsetsForLeaderEpochRequest(f.epochQs)}
-		clearPending(w, f.epochQs)
-	case len(f.lists) > 0:
-		f.kind, f.fetches = "list_offsets", nil
-		reqs = []kmsg.Request{wire.ListOffsetsRequest(f.lists, false), wire.ListOffsetsRequest(f.lists, true)}
-		clearPending(w, f.lists)
-	case len(f.fetches) > 0:
-		f.kind = "fetch"
-		f.ids = w.m.topicIDs()
-		reqs = []kmsg.Request{wire.FetchRequest(f.fetches, f.ids, w.m.cfg.Limits)}
-		clearPending(w, f.fetches)
+	case len(lists) > 0:
+		f.kind, f.reqIDs, f.lists = "list_offsets", requestIDs(lists), listQueries(lists)
+		earliest, latest := wire.ListOffsetsRequests(f.lists)
+		reqs = []kmsg.Request{earliest, latest}
+	case len(fetches) > 0:
+		f.kind, f.reqIDs, f.fetches = "fetch", requestIDs(fetches), fetchPartitions(fetches)
+		f.topicIDs = w.m.topicIDs()
+		reqs = []kmsg.Request{wire.FetchRequest(f.fetches, f.topicIDs, w.m.cfg.Limits)}
 	default:
 		return
+	}
+	for tp := range f.reqIDs {
+		w.parts[tp].pending = nil // sent
 	}
 	f.sent = w.m.cfg.Now()
 	w.flight = f
@@ -253,19 +244,19 @@ func (w *worker) send(ctx context.Context) {
 	}()
 }
 
-// clearPending marks the requests of m as sent.
-func clearPending[T any](w *worker, m map[wire.TopicPartition]T) {
-	for tp := range m {
-		w.parts[tp].pending = nil
+// addTo adds k: v to *m, making the map on first use.
+func addTo[V any](m *map[wire.TopicPartition]V, k wire.TopicPartition, v V) {
+	if *m == nil {
+		*m = map[wire.TopicPartition]V{}
 	}
+	(*m)[k] = v
 }
 
 // receive feeds a response back into the partitions that are still here.
 func (w *worker) receive(f *flight) {
 	now := w.m.cfg.Now()
 	cfg := &w.m.cfg
-	n := len(f.epochQs) + len(f.lists) + len(f.fetches)
-	stats := FetchStats{Broker: w.id, Kind: f.kind, Partitions: n, Latency: now.Sub(f.sent), Err: f.err}
+	stats := FetchStats{Broker: w.id, Kind: f.kind, Partitions: len(f.reqIDs), Latency: now.Sub(f.sent), Err: f.err}
 	defer func() { cfg.OnFetch(stats) }()
 	step := func(tp wire.TopicPartition, msg follower.Msg) {
 		p, ok := w.parts[tp]
@@ -274,80 +265,63 @@ func (w *worker) receive(f *flight) {
 		}
 		_ = p.sm.Step(now, msg) // ErrStale: discarded by the state machine
 	}
-	fail := func(tp wire.TopicPartition, id uint64, err error) {
-		step(tp, follower.RequestFailed{ID: id, Err: err})
+	fail := func(tp wire.TopicPartition, err error) {
+		step(tp, follower.RequestFailed{ID: f.reqIDs[tp], Err: err})
 	}
 	if f.err != nil {
 		cfg.Logger.Debug("request failed", "broker", w.id, "kind", f.kind, "err", f.err)
-		for tp, q := range f.epochQs {
-			fail(tp, q.ID, f.err)
-		}
-		for tp, q := range f.lists {
-			fail(tp, q.ID, f.err)
-		}
-		for tp, q := range f.fetches {
-			fail(tp, q.ID, f.err)
+		for tp := range f.reqIDs {
+			fail(tp, f.err)
 		}
 		return
 	}
-	missing := func(tp wire.TopicPartition, id uint64) {
-		fail(tp, id, fmt.Errorf("broker %d left %s out of its %s response", w.id, tp, f.kind))
+	missing := func(tps []wire.TopicPartition) {
+		for _, tp := range tps {
+			fail(tp, fmt.Errorf("broker %d left %s out of its %s response", w.id, tp, f.kind))
+		}
 	}
 	switch f.kind {
 	case "offsets_for_leader_epoch":
-		replies, miss := wire.OffsetsForLeaderEpochReplies(f.resp.(*kmsg.OffsetForLeaderEpochResponse), f.epochQs)
+		answers, miss := wire.OffsetsForLeaderEpochReplies(f.resp.(*kmsg.OffsetForLeaderEpochResponse), f.epochQs)
 		stats.Results = map[string]int{}
-		for tp, r := range replies {
+		for tp, a := range answers {
+			r := epochReply(f.reqIDs[tp], a)
 			stats.Results[epochResult(r)]++
 			if p, ok := w.parts[tp]; ok {
 				p.rounds++
 			}
 			step(tp, r)
 		}
-		for _, tp := range miss {
-			missing(tp, f.epochQs[tp].ID)
-		}
+		missing(miss)
 	case "list_offsets":
-		earliest := wire.ListOffsetsReplies(f.resp.(*kmsg.ListOffsetsResponse))
-		latest := wire.ListOffsetsReplies(f.resp2.(*kmsg.ListOffsetsResponse))
-		for tp, q := range f.lists {
-			e, ok1 := earliest[tp]
-			l, ok2 := latest[tp]
-			if !ok1 || !ok2 {
-				missing(tp, q.ID)
-				continue
-			}
-			code := e.ErrorCode
-			if code == 0 {
-				code = l.ErrorCode
-			}
-			step(tp, follower.OffsetsReply{ID: q.ID, ErrorCode: code, LogStartOffset: e.Offset, LogEndOffset: l.Offset})
+		answers, miss := wire.ListOffsetsReplies(f.resp.(*kmsg.ListOffsetsResponse), f.resp2.(*kmsg.ListOffsetsResponse), f.lists)
+		for tp, a := range answers {
+			step(tp, offsetsReply(f.reqIDs[tp], a))
 		}
+		missing(miss)
 	case "fetch":
-		results, miss := wire.FetchReplies(f.resp.(*kmsg.FetchResponse), f.fetches, f.ids)
-		for _, r := range results {
-			stats.FetchedBytes += int64(len(r.Reply.Records))
-			stats.FetchedRecords += countRecords(r.Reply.Records)
-			if r.Reply.ErrorCode != 0 {
+		answers, miss := wire.FetchReplies(f.resp.(*kmsg.FetchResponse), f.fetches, f.topicIDs)
+		for _, a := range answers {
+			stats.FetchedBytes += int64(len(a.Records))
+			stats.FetchedRecords += countRecords(a.Records)
+			if a.ErrorCode != 0 {
 				if stats.Results == nil {
 					stats.Results = map[string]int{}
 				}
-				stats.Results[errorName(r.Reply.ErrorCode)]++
+				stats.Results[errorName(a.ErrorCode)]++
 			}
 		}
-		for tp, r := range results {
-			if r.Leader != nil {
+		for tp, a := range answers {
+			if a.Leader != nil {
 				// KIP-951: the broker names the leader it knows of; a
 				// higher epoch than ours starts reconciliation with it.
-				step(tp, *r.Leader)
-				if r.Leader.Leader != w.id {
+				step(tp, leaderHint(*a.Leader))
+				if a.Leader.Leader != w.id {
 					w.m.requestRefresh()
 				}
 			}
-			step(tp, r.Reply)
+			step(tp, fetchReply(f.reqIDs[tp], a))
 		}
-		for _, tp := range miss {
-			missing(tp, f.fetches[tp].ID)
-		}
+		missing(miss)
 	}
 }
