@@ -7,7 +7,6 @@ import (
 
 	"github.com/kfollower/kfollower/follower"
 	"github.com/kfollower/kfollower/wire"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -17,9 +16,9 @@ import (
 // request at a time for all of them, as Kafka's replica fetcher thread does.
 type worker struct {
 	id     int32
-	broker *kgo.Broker
+	broker requester
 	m      *Manager
-	in     chan any // adopt, leaderChange, release; from the Manager only
+	orders *mailbox[order] // from the Manager only, carried out in order
 
 	parts map[wire.TopicPartition]*part // owned by run
 
@@ -28,21 +27,29 @@ type worker struct {
 	done    chan struct{}
 }
 
-// Messages from the Manager.
-type (
-	adopt struct {
-		p  *part
-		lc follower.LeaderChange
-	}
-	leaderChange struct {
-		tp wire.TopicPartition
-		lc follower.LeaderChange
-	}
-	release struct {
-		tp    wire.TopicPartition
-		reply chan *part // receives the partition, or nil if not owned
-	}
+// order is what the Manager tells a worker.
+type order struct {
+	op op
+	tp wire.TopicPartition
+	p  *part                 // opAdopt
+	lc follower.LeaderChange // opAdopt, opLeader
+}
+
+type op uint8
+
+const (
+	opAdopt   op = iota + 1 // take p over and step lc into it
+	opLeader                // step lc into tp: new metadata for a partition it holds
+	opRelease               // hand tp back to the Manager (Manager.handbacks)
+	opQuit                  // the broker leads nothing of ours: stop
 )
+
+// handback is a partition a worker released, on its way back to Run; p is
+// nil if the worker did not hold it.
+type handback struct {
+	tp wire.TopicPartition
+	p  *part
+}
 
 // flight is one batched request and, once back, its response. Only one of
 // epochQs, lists and fetches is set, as kind says.
@@ -70,18 +77,21 @@ func (f *flight) idFor(tp wire.TopicPartition) (uint64, bool) {
 
 func newWorker(m *Manager, id int32) *worker {
 	return &worker{
-		id: id, m: m, broker: m.cfg.Client.Broker(int(id)),
-		in:      make(chan any),
+		id: id, m: m, broker: m.broker(id),
+		orders:  newMailbox[order](),
 		parts:   map[wire.TopicPartition]*part{},
 		flights: make(chan *flight, 1),
 		done:    make(chan struct{}),
 	}
 }
 
-// run is the worker's loop; it ends with ctx, after its request in the air
-// (which uses ctx) has come back. The Manager closes the logs afterwards.
+// run is the worker's loop; it ends with ctx or an opQuit, after its
+// request in the air (which uses its ctx) has come back. The Manager closes
+// the logs after ctx ends.
 func (w *worker) run(ctx context.Context) {
 	defer close(w.done)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	var wake *time.Timer
 	var maintC <-chan time.Time
 	if d := w.m.cfg.MaintenanceInterval; d > 0 {
@@ -107,21 +117,21 @@ func (w *worker) run(ctx context.Context) {
 		}
 		select {
 		case <-ctx.Done():
-			if w.flight != nil {
-				<-w.flights
-			}
+			w.land()
 			return
-		case msg := <-w.in:
-			w.handle(msg, now)
+		case <-w.orders.ready:
+			if w.handleAll(now) {
+				cancel() // what is in the air is nobody's now
+				w.land()
+				return
+			}
 		case f := <-w.flights:
 			w.flight = nil
 			w.receive(f)
 		case <-maintC:
 			w.maintain()
 		case <-wakeC:
-			for _, p := range w.parts {
-				_ = p.sm.Step(w.m.cfg.Now(), follower.Tick{})
-			}
+			w.tick(w.m.cfg.Now())
 		}
 		if wake != nil && !wake.Stop() {
 			select {
@@ -132,31 +142,60 @@ func (w *worker) run(ctx context.Context) {
 	}
 }
 
-func (w *worker) handle(msg any, now time.Time) {
-	switch msg := msg.(type) {
-	case adopt:
-		w.parts[msg.p.tp] = msg.p
-		_ = msg.p.sm.Step(now, msg.lc)
-	case leaderChange:
-		if p, ok := w.parts[msg.tp]; ok {
-			_ = p.sm.Step(now, msg.lc)
+// land waits for the request in the air, if any, and drops its answer.
+func (w *worker) land() {
+	if w.flight != nil {
+		<-w.flights
+		w.flight = nil
+	}
+}
+
+// tick steps Tick into every partition, for those whose backoff is over.
+func (w *worker) tick(now time.Time) {
+	for _, p := range w.parts {
+		p.step(now, follower.Tick{})
+	}
+}
+
+// handleAll carries out the orders posted since last time; it reports an
+// opQuit.
+func (w *worker) handleAll(now time.Time) (quit bool) {
+	for _, o := range w.orders.take() {
+		if w.handle(o, now) {
+			quit = true
 		}
-	case release:
-		p := w.parts[msg.tp]
-		delete(w.parts, msg.tp)
+	}
+	return quit
+}
+
+func (w *worker) handle(o order, now time.Time) (quit bool) {
+	switch o.op {
+	case opAdopt:
+		w.parts[o.tp] = o.p
+		o.p.step(now, o.lc)
+	case opLeader:
+		if p, ok := w.parts[o.tp]; ok {
+			p.step(now, o.lc)
+		}
+	case opRelease:
+		p := w.parts[o.tp]
+		delete(w.parts, o.tp)
 		if p != nil {
 			// A request of its still in the air is given up, so its state
 			// machine does not wait for a reply this worker will drop.
-			if id, ok := w.flight.idFor(msg.tp); ok {
-				_ = p.sm.Step(now, follower.RequestFailed{ID: id, Err: fmt.Errorf("%s moved away from broker %d", msg.tp, w.id)})
+			if id, ok := w.flight.idFor(o.tp); ok {
+				p.step(now, follower.RequestFailed{ID: id, Err: fmt.Errorf("%s moved away from broker %d", o.tp, w.id)})
 			}
 			// A request not yet sent travels with the partition: it may
 			// be addressed to the new leader already (a KIP-951 hint got
 			// here before the metadata did).
 			w.m.publish(p)
 		}
-		msg.reply <- p
+		w.m.handbacks.post(handback{tp: o.tp, p: p})
+	case opQuit:
+		return true
 	}
+	return false
 }
 
 // processAll carries out every partition's Ready and publishes status.
@@ -260,10 +299,11 @@ func (w *worker) receive(f *flight) {
 	defer func() { cfg.OnFetch(stats) }()
 	step := func(tp wire.TopicPartition, msg follower.Msg) {
 		p, ok := w.parts[tp]
-		if !ok {
-			return // handed off while the request was in the air
+		if !ok || !p.step(now, msg) {
+			// Handed off while the request was in the air, or no longer
+			// the request in flight (follower.ErrStale): dropped, counted.
+			stats.Stale++
 		}
-		_ = p.sm.Step(now, msg) // ErrStale: discarded by the state machine
 	}
 	fail := func(tp wire.TopicPartition, err error) {
 		step(tp, follower.RequestFailed{ID: f.reqIDs[tp], Err: err})
@@ -315,7 +355,9 @@ func (w *worker) receive(f *flight) {
 			if a.Leader != nil {
 				// KIP-951: the broker names the leader it knows of; a
 				// higher epoch than ours starts reconciliation with it.
-				step(tp, leaderHint(*a.Leader))
+				if p, ok := w.parts[tp]; ok {
+					p.step(now, leaderHint(*a.Leader))
+				}
 				if a.Leader.Leader != w.id {
 					w.m.requestRefresh()
 				}
