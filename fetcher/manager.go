@@ -214,7 +214,6 @@ func (m *Manager) placeAll(wctx context.Context, resp *kmsg.MetadataResponse, fr
 		m.brokers = append(m.brokers, b.NodeID)
 	}
 	sort.Slice(m.brokers, func(i, j int) bool { return m.brokers[i] < m.brokers[j] })
-	ids := map[string]wire.TopicID{}
 	for _, t := range resp.Topics {
 		if t.Topic == nil || !m.cfg.Follow(*t.Topic) {
 			continue
@@ -237,7 +236,12 @@ func (m *Manager) placeAll(wctx context.Context, resp *kmsg.MetadataResponse, fr
 				topic, storage.TopicID(t.TopicID), storage.TopicID(old), m.cfg.DataDir))
 			continue
 		}
-		ids[topic] = t.TopicID
+		// Known before any partition of the topic is adopted: a worker's
+		// first Fetch (v13+) names the topic by id alone, and a zero id
+		// is answered UNKNOWN_TOPIC_ID under an id we cannot match.
+		m.mu.Lock()
+		m.ids[topic] = t.TopicID
+		m.mu.Unlock()
 		for _, pm := range t.Partitions {
 			tp := wire.TopicPartition{Topic: topic, Partition: pm.Partition}
 			leader, epoch := pm.Leader, pm.LeaderEpoch
@@ -249,9 +253,6 @@ func (m *Manager) placeAll(wctx context.Context, resp *kmsg.MetadataResponse, fr
 		}
 	}
 	m.mu.Lock()
-	for k, v := range ids {
-		m.ids[k] = v
-	}
 	m.loaded = true
 	m.mu.Unlock()
 }
