@@ -2,6 +2,7 @@ package wire
 
 import (
 	"fmt"
+	"iter"
 	"sort"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -42,15 +43,22 @@ func byTopic[T any](m map[TopicPartition]T) ([]string, map[string][]int32) {
 	return topics, parts
 }
 
-// missingFrom lists the partitions of sent that got lacks, to be failed.
-func missingFrom[Q, A any](sent map[TopicPartition]Q, got map[TopicPartition]A) []TopicPartition {
-	var missing []TopicPartition
+// matchSent keeps the answers for the partitions sent (one not asked about
+// is ignored rather than trusted) and lists in missing those sent and not
+// answered, to be failed.
+func matchSent[Q, A any](sent map[TopicPartition]Q, got iter.Seq2[TopicPartition, A]) (answers map[TopicPartition]A, missing []TopicPartition) {
+	answers = make(map[TopicPartition]A, len(sent))
+	for tp, a := range got {
+		if _, ok := sent[tp]; ok {
+			answers[tp] = a
+		}
+	}
 	for tp := range sent {
-		if _, ok := got[tp]; !ok {
+		if _, ok := answers[tp]; !ok {
 			missing = append(missing, tp)
 		}
 	}
-	return missing
+	return answers, missing
 }
 
 // ---- OffsetsForLeaderEpoch (KIP-101, KIP-279) -------------------------------
@@ -98,17 +106,16 @@ func OffsetsForLeaderEpochRequest(qs map[TopicPartition]EpochQuery) *kmsg.Offset
 // partition the response lacks is reported in missing, to be failed; one
 // not asked about is ignored rather than trusted.
 func OffsetsForLeaderEpochReplies(resp *kmsg.OffsetForLeaderEpochResponse, sent map[TopicPartition]EpochQuery) (answers map[TopicPartition]EpochAnswer, missing []TopicPartition) {
-	answers = make(map[TopicPartition]EpochAnswer, len(sent))
-	for _, t := range resp.Topics {
-		for _, p := range t.Partitions {
-			tp := TopicPartition{t.Topic, p.Partition}
-			if _, ok := sent[tp]; !ok {
-				continue
+	return matchSent(sent, func(yield func(TopicPartition, EpochAnswer) bool) {
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				a := EpochAnswer{ErrorCode: p.ErrorCode, EpochEndOffset: EpochEndOffset{Epoch: p.LeaderEpoch, EndOffset: p.EndOffset}}
+				if !yield(TopicPartition{t.Topic, p.Partition}, a) {
+					return
+				}
 			}
-			answers[tp] = EpochAnswer{ErrorCode: p.ErrorCode, EpochEndOffset: EpochEndOffset{Epoch: p.LeaderEpoch, EndOffset: p.EndOffset}}
 		}
-	}
-	return answers, missingFrom(sent, answers)
+	})
 }
 
 // ---- Fetch -------------------------------------------------------------------
@@ -200,8 +207,8 @@ type FetchAnswer struct {
 // looked up by name or, for v13+, by id. A response-level error fails every
 // partition with that code.
 func FetchReplies(resp *kmsg.FetchResponse, sent map[TopicPartition]FetchPartition, ids map[string]TopicID) (answers map[TopicPartition]FetchAnswer, missing []TopicPartition) {
-	answers = make(map[TopicPartition]FetchAnswer, len(sent))
 	if resp.ErrorCode != 0 {
+		answers = make(map[TopicPartition]FetchAnswer, len(sent))
 		for tp := range sent {
 			answers[tp] = FetchAnswer{ErrorCode: resp.ErrorCode, HighWatermark: -1, LogStartOffset: -1,
 				Diverging: EpochEndOffset{Epoch: -1, EndOffset: -1}}
@@ -212,30 +219,29 @@ func FetchReplies(resp *kmsg.FetchResponse, sent map[TopicPartition]FetchPartiti
 	for n, id := range ids {
 		names[id] = n
 	}
-	for _, t := range resp.Topics {
-		name := t.Topic
-		if name == "" {
-			name = names[t.TopicID]
+	return matchSent(sent, func(yield func(TopicPartition, FetchAnswer) bool) {
+		for _, t := range resp.Topics {
+			name := t.Topic
+			if name == "" {
+				name = names[t.TopicID]
+			}
+			for _, p := range t.Partitions {
+				a := FetchAnswer{
+					ErrorCode:      p.ErrorCode,
+					HighWatermark:  p.HighWatermark,
+					LogStartOffset: p.LogStartOffset,
+					Diverging:      EpochEndOffset{Epoch: p.DivergingEpoch.Epoch, EndOffset: p.DivergingEpoch.EndOffset},
+					Records:        p.RecordBatches,
+				}
+				if p.CurrentLeader.LeaderID >= 0 && p.CurrentLeader.LeaderEpoch >= 0 {
+					a.Leader = &LeaderHint{Leader: p.CurrentLeader.LeaderID, LeaderEpoch: p.CurrentLeader.LeaderEpoch}
+				}
+				if !yield(TopicPartition{name, p.Partition}, a) {
+					return
+				}
+			}
 		}
-		for _, p := range t.Partitions {
-			tp := TopicPartition{name, p.Partition}
-			if _, ok := sent[tp]; !ok {
-				continue
-			}
-			a := FetchAnswer{
-				ErrorCode:      p.ErrorCode,
-				HighWatermark:  p.HighWatermark,
-				LogStartOffset: p.LogStartOffset,
-				Diverging:      EpochEndOffset{Epoch: p.DivergingEpoch.Epoch, EndOffset: p.DivergingEpoch.EndOffset},
-				Records:        p.RecordBatches,
-			}
-			if p.CurrentLeader.LeaderID >= 0 && p.CurrentLeader.LeaderEpoch >= 0 {
-				a.Leader = &LeaderHint{Leader: p.CurrentLeader.LeaderID, LeaderEpoch: p.CurrentLeader.LeaderEpoch}
-			}
-			answers[tp] = a
-		}
-	}
-	return answers, missingFrom(sent, answers)
+	})
 }
 
 // ---- ListOffsets ------------------------------------------------------------
@@ -277,20 +283,21 @@ func ListOffsetsRequests(qs map[TopicPartition]ListOffsetsQuery) (earliest, late
 func ListOffsetsReplies(earliest, latest *kmsg.ListOffsetsResponse, sent map[TopicPartition]ListOffsetsQuery) (answers map[TopicPartition]ListOffsetsAnswer, missing []TopicPartition) {
 	e, _ := ListedOffsets(earliest, sent)
 	l, _ := ListedOffsets(latest, sent)
-	answers = make(map[TopicPartition]ListOffsetsAnswer, len(sent))
-	for tp := range sent {
-		eo, ok1 := e[tp]
-		lo, ok2 := l[tp]
-		if !ok1 || !ok2 {
-			continue
+	return matchSent(sent, func(yield func(TopicPartition, ListOffsetsAnswer) bool) {
+		for tp, eo := range e {
+			lo, ok := l[tp]
+			if !ok {
+				continue
+			}
+			code := eo.ErrorCode
+			if code == 0 {
+				code = lo.ErrorCode
+			}
+			if !yield(tp, ListOffsetsAnswer{ErrorCode: code, LogStartOffset: eo.Offset, LogEndOffset: lo.Offset}) {
+				return
+			}
 		}
-		code := eo.ErrorCode
-		if code == 0 {
-			code = lo.ErrorCode
-		}
-		answers[tp] = ListOffsetsAnswer{ErrorCode: code, LogStartOffset: eo.Offset, LogEndOffset: lo.Offset}
-	}
-	return answers, missingFrom(sent, answers)
+	})
 }
 
 // LogStartRequest asks, for each partition, its log start (earliest) alone,
@@ -310,17 +317,15 @@ type ListedOffset struct {
 // or one half of ListOffsetsRequests) to the queries sent. A partition the
 // answer lacks is reported in missing, to be failed.
 func ListedOffsets(resp *kmsg.ListOffsetsResponse, sent map[TopicPartition]ListOffsetsQuery) (answers map[TopicPartition]ListedOffset, missing []TopicPartition) {
-	answers = make(map[TopicPartition]ListedOffset, len(sent))
-	for _, t := range resp.Topics {
-		for _, p := range t.Partitions {
-			tp := TopicPartition{t.Topic, p.Partition}
-			if _, ok := sent[tp]; !ok {
-				continue
+	return matchSent(sent, func(yield func(TopicPartition, ListedOffset) bool) {
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				if !yield(TopicPartition{t.Topic, p.Partition}, ListedOffset{ErrorCode: p.ErrorCode, Offset: p.Offset}) {
+					return
+				}
 			}
-			answers[tp] = ListedOffset{ErrorCode: p.ErrorCode, Offset: p.Offset}
 		}
-	}
-	return answers, missingFrom(sent, answers)
+	})
 }
 
 func listOffsetsRequest(qs map[TopicPartition]ListOffsetsQuery, replicaID int32, ts int64) *kmsg.ListOffsetsRequest {
