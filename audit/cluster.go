@@ -126,30 +126,17 @@ type fetchChunk struct {
 	logStart      int64
 }
 
-// fetchOnce sends one sessionless Fetch for one partition to its leader:
-// replica id -1 (a consumer: only data up to the high watermark,
-// kafka-internals.md §4.2), read_uncommitted so aborted data and control
-// batches come back as the broker stores them, CurrentLeaderEpoch set
-// (KIP-320) and the topic id for v13+ (kmsg writes name or id as the
-// negotiated version needs). MaxWait 0: the broker answers at once, so an
-// empty answer means the offset is at the high watermark.
+// fetchOnce sends one Fetch for one partition to its leader, built as the
+// fetcher builds its own (wire.FetchRequest: sessionless, as a consumer, so
+// only data up to the high watermark, read_uncommitted so aborted data and
+// control batches come back as the broker stores them), fenced by the
+// leader epoch (KIP-320). MaxWait 0: the broker answers at once, so an empty
+// answer means the offset is at the high watermark.
 func fetchOnce(ctx context.Context, cl *kgo.Client, tp topicPartition, pm partitionMeta, offset int64, maxBytes int32) (*kmsg.FetchResponseTopicPartition, error) {
-	req := kmsg.NewPtrFetchRequest()
-	req.ReplicaID = -1
-	req.MaxWaitMillis = 0
-	req.MinBytes = 1
-	req.MaxBytes = maxBytes
-	req.IsolationLevel = 0
-	req.SessionID, req.SessionEpoch = 0, -1
-	rt := kmsg.NewFetchRequestTopic()
-	rt.Topic, rt.TopicID = tp.Topic, pm.topicID
-	rp := kmsg.NewFetchRequestTopicPartition()
-	rp.Partition = tp.Partition
-	rp.CurrentLeaderEpoch = pm.leaderEpoch
-	rp.FetchOffset = offset
-	rp.PartitionMaxBytes = maxBytes
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
+	req := wire.FetchRequest(
+		map[topicPartition]wire.FetchPartition{tp: {Offset: offset, CurrentLeaderEpoch: pm.leaderEpoch, LastFetchedEpoch: -1, LogStartOffset: -1}},
+		map[string]wire.TopicID{tp.Topic: pm.topicID},
+		wire.FetchLimits{MaxWaitMillis: 0, MinBytes: 1, MaxBytes: maxBytes, PartitionMaxBytes: maxBytes})
 	kr, err := cl.Broker(int(pm.leader)).Request(ctx, req)
 	if err != nil {
 		return nil, fmt.Errorf("fetching %s at %d from broker %d: %w", tp, offset, pm.leader, err)
@@ -208,74 +195,52 @@ type epochAnswer struct {
 
 // offsetsForLeaderEpoch sends one OffsetForLeaderEpoch request per broker
 // for the queries given (grouped by leader), concurrently, as Kafka's
-// fetcher threads batch theirs. ReplicaID -1 explicitly: kmsg's default
-// is -2 (debug); the broker ignores it either way (kafka-internals.md
-// §2.4). A transport failure fails that broker's queries.
+// fetcher threads batch theirs, built as the fetcher builds its own
+// (wire.OffsetsForLeaderEpochRequest). A transport failure fails that
+// broker's queries.
 func offsetsForLeaderEpoch(ctx context.Context, cl *kgo.Client, byBroker map[int32][]epochQuery) map[topicPartition]epochAnswer {
+	asked := func(qs []epochQuery) map[topicPartition]wire.EpochQuery {
+		return wireQueries(qs, func(q epochQuery) wire.EpochQuery {
+			return wire.EpochQuery{CurrentLeaderEpoch: q.currentEpoch, LeaderEpoch: q.epoch}
+		})
+	}
 	return perBroker(ctx, cl, byBroker, "OffsetsForLeaderEpoch", func(qs []epochQuery) kmsg.Request {
-		req := kmsg.NewPtrOffsetForLeaderEpochRequest()
-		req.ReplicaID = -1
-		for _, q := range qs {
-			rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
-			rp.Partition = q.tp.Partition
-			rp.CurrentLeaderEpoch = q.currentEpoch // KIP-320 fence: answers from one leader only
-			rp.LeaderEpoch = q.epoch
-			i := topicIndex(&req.Topics, q.tp.Topic, func(t string) kmsg.OffsetForLeaderEpochRequestTopic {
-				rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
-				rt.Topic = t
-				return rt
-			}, func(rt kmsg.OffsetForLeaderEpochRequestTopic) string { return rt.Topic })
-			req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
-		}
-		return req
-	}, func(kr kmsg.Response, answer func(topicPartition, epochAnswer, int16)) {
-		for _, t := range kr.(*kmsg.OffsetForLeaderEpochResponse).Topics {
-			for _, p := range t.Partitions {
-				answer(topicPartition{Topic: t.Topic, Partition: p.Partition}, epochAnswer{epoch: p.LeaderEpoch, endOffset: p.EndOffset}, p.ErrorCode)
-			}
+		return wire.OffsetsForLeaderEpochRequest(asked(qs))
+	}, func(kr kmsg.Response, qs []epochQuery, answer func(topicPartition, epochAnswer, int16)) {
+		as, _ := wire.OffsetsForLeaderEpochReplies(kr.(*kmsg.OffsetForLeaderEpochResponse), asked(qs))
+		for tp, a := range as {
+			answer(tp, epochAnswer{epoch: a.Epoch, endOffset: a.EndOffset}, a.ErrorCode)
 		}
 	})
 }
 
 // listStartOffsets asks each leader for the log start offset of its
-// partitions (ListOffsets, timestamp -2 = earliest), one request per
-// broker, as a consumer (replica id -1) fenced by CurrentLeaderEpoch.
+// partitions (wire.LogStartRequest: ListOffsets EARLIEST as a consumer, so
+// only the leader answers), one request per broker, fenced by
+// CurrentLeaderEpoch. The answer's endOffset is the log start.
 func listStartOffsets(ctx context.Context, cl *kgo.Client, byBroker map[int32][]epochQuery) map[topicPartition]epochAnswer {
+	asked := func(qs []epochQuery) map[topicPartition]wire.ListOffsetsQuery {
+		return wireQueries(qs, func(q epochQuery) wire.ListOffsetsQuery {
+			return wire.ListOffsetsQuery{CurrentLeaderEpoch: q.currentEpoch}
+		})
+	}
 	return perBroker(ctx, cl, byBroker, "ListOffsets", func(qs []epochQuery) kmsg.Request {
-		req := kmsg.NewPtrListOffsetsRequest()
-		req.ReplicaID = -1
-		for _, q := range qs {
-			rp := kmsg.NewListOffsetsRequestTopicPartition()
-			rp.Partition = q.tp.Partition
-			rp.CurrentLeaderEpoch = q.currentEpoch
-			rp.Timestamp = -2 // earliest
-			i := topicIndex(&req.Topics, q.tp.Topic, func(t string) kmsg.ListOffsetsRequestTopic {
-				rt := kmsg.NewListOffsetsRequestTopic()
-				rt.Topic = t
-				return rt
-			}, func(rt kmsg.ListOffsetsRequestTopic) string { return rt.Topic })
-			req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
-		}
-		return req
-	}, func(kr kmsg.Response, answer func(topicPartition, epochAnswer, int16)) {
-		for _, t := range kr.(*kmsg.ListOffsetsResponse).Topics {
-			for _, p := range t.Partitions {
-				answer(topicPartition{Topic: t.Topic, Partition: p.Partition}, epochAnswer{epoch: p.LeaderEpoch, endOffset: p.Offset}, p.ErrorCode)
-			}
+		return wire.LogStartRequest(asked(qs))
+	}, func(kr kmsg.Response, qs []epochQuery, answer func(topicPartition, epochAnswer, int16)) {
+		as, _ := wire.ListedOffsets(kr.(*kmsg.ListOffsetsResponse), asked(qs))
+		for tp, a := range as {
+			answer(tp, epochAnswer{endOffset: a.Offset}, a.ErrorCode)
 		}
 	})
 }
 
-// topicIndex returns the index of topic in *topics, appending a new entry
-// made by mk if it is not there yet.
-func topicIndex[T any](topics *[]T, topic string, mk func(string) T, name func(T) string) int {
-	for i, t := range *topics {
-		if name(t) == topic {
-			return i
-		}
+// wireQueries keys queries by partition in wire's form.
+func wireQueries[Q any](qs []epochQuery, to func(epochQuery) Q) map[topicPartition]Q {
+	m := make(map[topicPartition]Q, len(qs))
+	for _, q := range qs {
+		m[q.tp] = to(q)
 	}
-	*topics = append(*topics, mk(topic))
-	return len(*topics) - 1
+	return m
 }
 
 // perBroker sends each broker its request (built by build from that
@@ -283,7 +248,7 @@ func topicIndex[T any](topics *[]T, topic string, mk func(string) T, name func(T
 // calls answer for each). A transport failure, an error code, or a
 // partition missing from the answer fails that query, with what and where.
 func perBroker(ctx context.Context, cl *kgo.Client, byBroker map[int32][]epochQuery, what string,
-	build func([]epochQuery) kmsg.Request, read func(kmsg.Response, func(topicPartition, epochAnswer, int16)),
+	build func([]epochQuery) kmsg.Request, read func(kmsg.Response, []epochQuery, func(topicPartition, epochAnswer, int16)),
 ) map[topicPartition]epochAnswer {
 	type result struct {
 		broker int32
@@ -307,7 +272,7 @@ func perBroker(ctx context.Context, cl *kgo.Client, byBroker map[int32][]epochQu
 			}
 			continue
 		}
-		read(r.resp, func(tp topicPartition, a epochAnswer, code int16) {
+		read(r.resp, byBroker[r.broker], func(tp topicPartition, a epochAnswer, code int16) {
 			if err := kerr.ErrorForCode(code); err != nil {
 				a.err = fmt.Errorf("%s for %s on broker %d: %w", what, tp, r.broker, err)
 			}

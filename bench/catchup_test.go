@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kfollower/kfollower/fetcher"
 	"github.com/kfollower/kfollower/follower"
-	"github.com/kfollower/kfollower/follower/fetcher"
 	"github.com/kfollower/kfollower/integration/kafka"
 	"github.com/kfollower/kfollower/storage"
 	"github.com/twmb/franz-go/pkg/kadm"

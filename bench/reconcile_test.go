@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kfollower/kfollower/fetcher"
 	"github.com/kfollower/kfollower/follower"
-	"github.com/kfollower/kfollower/follower/fetcher"
 	"github.com/kfollower/kfollower/integration/kafka"
 	"github.com/twmb/franz-go/pkg/kgo"
 )

@@ -4,10 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -92,53 +88,6 @@ func TestBackoffDelay(t *testing.T) {
 	for a := range 100 {
 		if j := jitterFor(42, a); j < 0 || j >= 1 {
 			t.Fatalf("jitterFor = %v", j)
-		}
-	}
-}
-
-// TestImports proves the package stays pure: only the standard library and
-// kerr (DESIGN.md, package table).
-func TestImports(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", ".").Output()
-	if err != nil {
-		t.Skipf("go list: %v", err)
-	}
-	allowed := map[string]bool{
-		"github.com/kfollower/kfollower/follower": true,
-		"github.com/twmb/franz-go/pkg/kerr":       true,
-	}
-	for dep := range strings.FieldsSeq(string(out)) {
-		if !allowed[dep] {
-			t.Errorf("follower depends on %s; only the standard library and kerr are allowed", dep)
-		}
-	}
-	// No clock: time comes in as an argument.
-	files, err := filepath.Glob("*.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range files {
-		if strings.HasSuffix(f, "_test.go") {
-			continue
-		}
-		src, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if strings.Contains(string(src), "time.Now(") {
-			t.Errorf("%s reads the clock", f)
-		}
-	}
-	// Nor the standard library's I/O, network or process packages.
-	out, err = exec.Command("go", "list", "-f", `{{join .Imports "\n"}}`, ".").Output()
-	if err != nil {
-		t.Fatalf("go list: %v", err)
-	}
-	for imp := range strings.FieldsSeq(string(out)) {
-		switch {
-		case imp == "os", imp == "net", strings.HasPrefix(imp, "net/"), imp == "os/exec",
-			imp == "syscall", imp == "math/rand", imp == "math/rand/v2", imp == "io/fs":
-			t.Errorf("follower imports %s", imp)
 		}
 	}
 }

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kfollower/kfollower/fetcher"
 	"github.com/kfollower/kfollower/follower"
-	"github.com/kfollower/kfollower/follower/fetcher"
 	"github.com/kfollower/kfollower/integration/kafka"
 	"github.com/kfollower/kfollower/storage"
 	"github.com/kfollower/kfollower/wire/batch"

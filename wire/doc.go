@@ -1,7 +1,11 @@
-// Package wire converts between Kafka's bytes and kfollower's domain types:
-// kmsg requests and responses to and from the follower package's small value
-// types. The record-batch v2 format itself lives in the pure subpackage
+// Package wire speaks Kafka's request layer for kfollower: it builds the
+// kmsg requests a follower sends (Fetch, OffsetsForLeaderEpoch, ListOffsets)
+// from small request structs of its own and reads the responses back into
+// small answer structs, so the replica id, isolation level and session
+// policy are decided in one file, requests.go, for the fetcher and audit
+// alike. The record-batch v2 format itself lives in the pure subpackage
 // wire/batch, shared with storage.
 //
-// May import: kmsg, kerr, and follower types.
+// May import: the standard library, kmsg, kerr and wire/batch; never
+// follower (the fetcher maps follower's requests to and from these).
 package wire

@@ -2,9 +2,9 @@ package wire
 
 import (
 	"fmt"
+	"iter"
 	"sort"
 
-	"github.com/kfollower/kfollower/follower"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -18,6 +18,14 @@ func (tp TopicPartition) String() string { return fmt.Sprintf("%s-%d", tp.Topic,
 
 // TopicID is a topic's UUID, as Metadata reports it and Fetch v13+ uses it.
 type TopicID = [16]byte
+
+// EpochEndOffset is a leader epoch and the offset where it ends, as
+// OffsetsForLeaderEpoch answers it and a Fetch reply's DivergingEpoch
+// carries it; both -1 when absent or unknown.
+type EpochEndOffset struct {
+	Epoch     int32
+	EndOffset int64
+}
 
 // byTopic groups partitions by topic, topics and partitions sorted, so
 // requests are deterministic (and golden-testable).
@@ -35,11 +43,46 @@ func byTopic[T any](m map[TopicPartition]T) ([]string, map[string][]int32) {
 	return topics, parts
 }
 
+// matchSent keeps the answers for the partitions sent (one not asked about
+// is ignored rather than trusted) and lists in missing those sent and not
+// answered, to be failed.
+func matchSent[Q, A any](sent map[TopicPartition]Q, got iter.Seq2[TopicPartition, A]) (answers map[TopicPartition]A, missing []TopicPartition) {
+	answers = make(map[TopicPartition]A, len(sent))
+	for tp, a := range got {
+		if _, ok := sent[tp]; ok {
+			answers[tp] = a
+		}
+	}
+	for tp := range sent {
+		if _, ok := answers[tp]; !ok {
+			missing = append(missing, tp)
+		}
+	}
+	return answers, missing
+}
+
+// ---- OffsetsForLeaderEpoch (KIP-101, KIP-279) -------------------------------
+
+// EpochQuery asks a partition's leader where LeaderEpoch ends.
+type EpochQuery struct {
+	CurrentLeaderEpoch int32 // KIP-320 fence: only this leader answers
+	LeaderEpoch        int32 // the epoch asked about
+}
+
+// EpochAnswer is one partition's answer: the largest epoch the leader knows
+// at or below the one asked about and where it ends, both -1 when it had no
+// information.
+type EpochAnswer struct {
+	ErrorCode int16
+	EpochEndOffset
+}
+
 // OffsetsForLeaderEpochRequest batches one broker's epoch queries into one
 // request (as Kafka's fetcher thread does). ReplicaID is -1, the consumer id:
-// the broker ignores it for this API (kafka-internals.md §2.4), and kmsg's
+// the broker does not read it for this API (KafkaApis.
+// handleOffsetForLeaderEpochRequest answers from the leader only), and kmsg's
 // default of -2 (debug) would misdescribe us.
-func OffsetsForLeaderEpochRequest(qs map[TopicPartition]*follower.OffsetsForLeaderEpoch) *kmsg.OffsetForLeaderEpochRequest {
+func OffsetsForLeaderEpochRequest(qs map[TopicPartition]EpochQuery) *kmsg.OffsetForLeaderEpochRequest {
 	req := kmsg.NewPtrOffsetForLeaderEpochRequest()
 	req.ReplicaID = -1
 	topics, parts := byTopic(qs)
@@ -60,30 +103,22 @@ func OffsetsForLeaderEpochRequest(qs map[TopicPartition]*follower.OffsetsForLead
 }
 
 // OffsetsForLeaderEpochReplies matches a response to the queries sent. A
-// partition the response lacks is reported in missing, to be failed.
-func OffsetsForLeaderEpochReplies(resp *kmsg.OffsetForLeaderEpochResponse, sent map[TopicPartition]*follower.OffsetsForLeaderEpoch) (replies map[TopicPartition]follower.EpochReply, missing []TopicPartition) {
-	replies = make(map[TopicPartition]follower.EpochReply, len(sent))
-	for _, t := range resp.Topics {
-		for _, p := range t.Partitions {
-			tp := TopicPartition{t.Topic, p.Partition}
-			q, ok := sent[tp]
-			if !ok {
-				continue // not asked: ignore rather than trust it
-			}
-			replies[tp] = follower.EpochReply{
-				ID:        q.ID,
-				ErrorCode: p.ErrorCode,
-				Leader:    follower.EpochEndOffset{Epoch: p.LeaderEpoch, EndOffset: p.EndOffset},
+// partition the response lacks is reported in missing, to be failed; one
+// not asked about is ignored rather than trusted.
+func OffsetsForLeaderEpochReplies(resp *kmsg.OffsetForLeaderEpochResponse, sent map[TopicPartition]EpochQuery) (answers map[TopicPartition]EpochAnswer, missing []TopicPartition) {
+	return matchSent(sent, func(yield func(TopicPartition, EpochAnswer) bool) {
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				a := EpochAnswer{ErrorCode: p.ErrorCode, EpochEndOffset: EpochEndOffset{Epoch: p.LeaderEpoch, EndOffset: p.EndOffset}}
+				if !yield(TopicPartition{t.Topic, p.Partition}, a) {
+					return
+				}
 			}
 		}
-	}
-	for tp := range sent {
-		if _, ok := replies[tp]; !ok {
-			missing = append(missing, tp)
-		}
-	}
-	return replies, missing
+	})
 }
+
+// ---- Fetch -------------------------------------------------------------------
 
 // FetchLimits bound one Fetch request.
 type FetchLimits struct {
@@ -97,14 +132,30 @@ type FetchLimits struct {
 // request, and a 500 ms long poll once caught up (replica.fetch.wait.max.ms).
 var DefaultFetchLimits = FetchLimits{MaxWaitMillis: 500, MinBytes: 1, MaxBytes: 64 << 20, PartitionMaxBytes: 8 << 20}
 
+// FetchPartition is one partition's part of a Fetch request.
+type FetchPartition struct {
+	Offset             int64
+	CurrentLeaderEpoch int32 // KIP-320 fence
+	// LastFetchedEpoch is the epoch of the batch just before Offset, -1 when
+	// unknown; the leader answers with DivergingEpoch if it does not match
+	// its history (KIP-595's truncate-on-fetch).
+	LastFetchedEpoch int32
+	// LogStartOffset is our log start (Fetch v5+), -1 for none; a leader
+	// ignores it from a consumer.
+	LogStartOffset int64
+}
+
 // FetchRequest batches one broker's fetches into one sessionless request
-// (SessionID 0, SessionEpoch -1: a full fetch each time, kafka-internals.md
-// §4.5). ReplicaID stays -1 (consumer: only committed data, §4.2) and the
-// isolation level read_uncommitted, so control batches and aborted
-// transactions are copied as a broker follower copies them. Topics carry both
-// name and id; kmsg writes the one the negotiated version uses (ids from v13).
-func FetchRequest(fs map[TopicPartition]*follower.Fetch, ids map[string]TopicID, lim FetchLimits) *kmsg.FetchRequest {
+// (SessionID 0, SessionEpoch -1: a full fetch each time, KIP-227). ReplicaID
+// stays -1, a consumer: the leader serves only data up to its high watermark
+// (FetchIsolation.of), so only committed data is copied, and never counts us
+// as a replica. The isolation level is read_uncommitted, so control batches
+// and aborted transactions are copied as a broker follower copies them.
+// Topics carry both name and id; kmsg writes the one the negotiated version
+// uses (ids from v13).
+func FetchRequest(fs map[TopicPartition]FetchPartition, ids map[string]TopicID, lim FetchLimits) *kmsg.FetchRequest {
 	req := kmsg.NewPtrFetchRequest()
+	req.ReplicaID, req.ReplicaState.ID = -1, -1 // v15+ carries it in ReplicaState (KIP-903)
 	req.MaxWaitMillis = lim.MaxWaitMillis
 	req.MinBytes = lim.MinBytes
 	req.MaxBytes = lim.MaxBytes
@@ -130,82 +181,156 @@ func FetchRequest(fs map[TopicPartition]*follower.Fetch, ids map[string]TopicID,
 	return req
 }
 
-// FetchResult is one partition's part of a Fetch response.
-type FetchResult struct {
-	Reply follower.FetchReply
-	// Leader is the KIP-951 CurrentLeader hint (Fetch v12+, filled by
-	// brokers for NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH); nil when
-	// absent.
-	Leader *follower.LeaderChange
+// LeaderHint is the KIP-951 CurrentLeader of a Fetch reply: the leader the
+// broker knows of.
+type LeaderHint struct {
+	Leader      int32
+	LeaderEpoch int32
+}
+
+// FetchAnswer is one partition's part of a Fetch response.
+type FetchAnswer struct {
+	ErrorCode      int16
+	HighWatermark  int64 // -1 when unknown (error replies carry -1)
+	LogStartOffset int64 // the leader's log start; -1 when unknown
+	// Diverging is the DivergingEpoch tagged field (Fetch v12+, KIP-595):
+	// Epoch >= 0 means present; kmsg decodes an absent field as {-1, -1}.
+	Diverging EpochEndOffset
+	// Records are the raw record batches, unchanged.
+	Records []byte
+	// Leader is the KIP-951 hint (Fetch v12+, filled by brokers for
+	// NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH); nil when absent.
+	Leader *LeaderHint
 }
 
 // FetchReplies matches a Fetch response to the fetches sent. Topics are
 // looked up by name or, for v13+, by id. A response-level error fails every
 // partition with that code.
-func FetchReplies(resp *kmsg.FetchResponse, sent map[TopicPartition]*follower.Fetch, ids map[string]TopicID) (results map[TopicPartition]FetchResult, missing []TopicPartition) {
-	results = make(map[TopicPartition]FetchResult, len(sent))
+func FetchReplies(resp *kmsg.FetchResponse, sent map[TopicPartition]FetchPartition, ids map[string]TopicID) (answers map[TopicPartition]FetchAnswer, missing []TopicPartition) {
+	if resp.ErrorCode != 0 {
+		answers = make(map[TopicPartition]FetchAnswer, len(sent))
+		for tp := range sent {
+			answers[tp] = FetchAnswer{ErrorCode: resp.ErrorCode, HighWatermark: -1, LogStartOffset: -1,
+				Diverging: EpochEndOffset{Epoch: -1, EndOffset: -1}}
+		}
+		return answers, nil
+	}
 	names := make(map[TopicID]string, len(ids))
 	for n, id := range ids {
 		names[id] = n
 	}
-	if resp.ErrorCode != 0 {
-		for tp, f := range sent {
-			results[tp] = FetchResult{Reply: follower.FetchReply{ID: f.ID, ErrorCode: resp.ErrorCode,
-				HighWatermark: -1, LogStartOffset: -1, Diverging: follower.EpochEndOffset{Epoch: -1, EndOffset: -1}}}
-		}
-		return results, nil
-	}
-	for _, t := range resp.Topics {
-		name := t.Topic
-		if name == "" {
-			name = names[t.TopicID]
-		}
-		for _, p := range t.Partitions {
-			tp := TopicPartition{name, p.Partition}
-			f, ok := sent[tp]
-			if !ok {
-				continue
+	return matchSent(sent, func(yield func(TopicPartition, FetchAnswer) bool) {
+		for _, t := range resp.Topics {
+			name := t.Topic
+			if name == "" {
+				name = names[t.TopicID]
 			}
-			r := FetchResult{Reply: follower.FetchReply{
-				ID:             f.ID,
-				ErrorCode:      p.ErrorCode,
-				HighWatermark:  p.HighWatermark,
-				LogStartOffset: p.LogStartOffset,
-				Diverging:      follower.EpochEndOffset{Epoch: p.DivergingEpoch.Epoch, EndOffset: p.DivergingEpoch.EndOffset},
-				Records:        p.RecordBatches,
-			}}
-			if p.CurrentLeader.LeaderID >= 0 && p.CurrentLeader.LeaderEpoch >= 0 {
-				r.Leader = &follower.LeaderChange{Leader: p.CurrentLeader.LeaderID, LeaderEpoch: p.CurrentLeader.LeaderEpoch}
+			for _, p := range t.Partitions {
+				a := FetchAnswer{
+					ErrorCode:      p.ErrorCode,
+					HighWatermark:  p.HighWatermark,
+					LogStartOffset: p.LogStartOffset,
+					Diverging:      EpochEndOffset{Epoch: p.DivergingEpoch.Epoch, EndOffset: p.DivergingEpoch.EndOffset},
+					Records:        p.RecordBatches,
+				}
+				if p.CurrentLeader.LeaderID >= 0 && p.CurrentLeader.LeaderEpoch >= 0 {
+					a.Leader = &LeaderHint{Leader: p.CurrentLeader.LeaderID, LeaderEpoch: p.CurrentLeader.LeaderEpoch}
+				}
+				if !yield(TopicPartition{name, p.Partition}, a) {
+					return
+				}
 			}
-			results[tp] = r
 		}
-	}
-	for tp := range sent {
-		if _, ok := results[tp]; !ok {
-			missing = append(missing, tp)
-		}
-	}
-	return results, missing
+	})
 }
 
-// Timestamps of ListOffsets.
+// ---- ListOffsets ------------------------------------------------------------
+
+// Timestamps and replica ids of ListOffsets (ListOffsetsRequest.java).
 const (
 	latestTimestamp   = -1
 	earliestTimestamp = -2
+
+	consumerReplicaID  = -1
+	debuggingReplicaID = -2
 )
 
-// ListOffsetsRequest asks, for each partition, its log start (earliest) or
-// its log end (latest). ReplicaID -2 (debug) makes LATEST answer the
-// leader's log end offset rather than its high watermark
-// (ReplicaManager.fetchOffset, kafka-internals.md §4.6); CurrentLeaderEpoch
-// still fences it to the leader we mean.
-func ListOffsetsRequest(qs map[TopicPartition]*follower.ListOffsets, latest bool) *kmsg.ListOffsetsRequest {
+// ListOffsetsQuery asks a partition's leader for its log start and log end.
+type ListOffsetsQuery struct {
+	CurrentLeaderEpoch int32 // KIP-320 fence
+}
+
+// ListOffsetsAnswer is the leader's log start and log end for one
+// partition, the two halves of ListOffsetsRequests merged.
+type ListOffsetsAnswer struct {
+	ErrorCode      int16 // the first error of the two halves, 0 if neither
+	LogStartOffset int64 // EARLIEST_TIMESTAMP
+	LogEndOffset   int64 // LATEST_TIMESTAMP, the leader's log end (see ListOffsetsRequests)
+}
+
+// ListOffsetsRequests asks, for each partition, its log start (earliest)
+// and its log end (latest): two requests, because a request may name a
+// partition only once. ReplicaID -2 (debug) makes LATEST answer the leader's
+// log end offset rather than its high watermark (ReplicaManager.fetchOffset
+// applies isolation only for -1); CurrentLeaderEpoch still fences it to the
+// leader we mean.
+func ListOffsetsRequests(qs map[TopicPartition]ListOffsetsQuery) (earliest, latest *kmsg.ListOffsetsRequest) {
+	return listOffsetsRequest(qs, debuggingReplicaID, earliestTimestamp), listOffsetsRequest(qs, debuggingReplicaID, latestTimestamp)
+}
+
+// ListOffsetsReplies merges the answers to the two ListOffsetsRequests. A
+// partition either half lacks is reported in missing, to be failed.
+func ListOffsetsReplies(earliest, latest *kmsg.ListOffsetsResponse, sent map[TopicPartition]ListOffsetsQuery) (answers map[TopicPartition]ListOffsetsAnswer, missing []TopicPartition) {
+	e, _ := ListedOffsets(earliest, sent)
+	l, _ := ListedOffsets(latest, sent)
+	return matchSent(sent, func(yield func(TopicPartition, ListOffsetsAnswer) bool) {
+		for tp, eo := range e {
+			lo, ok := l[tp]
+			if !ok {
+				continue
+			}
+			code := eo.ErrorCode
+			if code == 0 {
+				code = lo.ErrorCode
+			}
+			if !yield(tp, ListOffsetsAnswer{ErrorCode: code, LogStartOffset: eo.Offset, LogEndOffset: lo.Offset}) {
+				return
+			}
+		}
+	})
+}
+
+// LogStartRequest asks, for each partition, its log start (earliest) alone,
+// as a consumer (replica id -1): only the leader answers
+// (ReplicaManager.fetchOffset reads from a follower only for -2).
+func LogStartRequest(qs map[TopicPartition]ListOffsetsQuery) *kmsg.ListOffsetsRequest {
+	return listOffsetsRequest(qs, consumerReplicaID, earliestTimestamp)
+}
+
+// ListedOffset is one partition's answer to one ListOffsets request.
+type ListedOffset struct {
+	ErrorCode int16
+	Offset    int64
+}
+
+// ListedOffsets matches the answer to one ListOffsets request (LogStartRequest
+// or one half of ListOffsetsRequests) to the queries sent. A partition the
+// answer lacks is reported in missing, to be failed.
+func ListedOffsets(resp *kmsg.ListOffsetsResponse, sent map[TopicPartition]ListOffsetsQuery) (answers map[TopicPartition]ListedOffset, missing []TopicPartition) {
+	return matchSent(sent, func(yield func(TopicPartition, ListedOffset) bool) {
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				if !yield(TopicPartition{t.Topic, p.Partition}, ListedOffset{ErrorCode: p.ErrorCode, Offset: p.Offset}) {
+					return
+				}
+			}
+		}
+	})
+}
+
+func listOffsetsRequest(qs map[TopicPartition]ListOffsetsQuery, replicaID int32, ts int64) *kmsg.ListOffsetsRequest {
 	req := kmsg.NewPtrListOffsetsRequest()
-	req.ReplicaID = -2
-	ts := int64(earliestTimestamp)
-	if latest {
-		ts = latestTimestamp
-	}
+	req.ReplicaID = replicaID
 	topics, parts := byTopic(qs)
 	for _, t := range topics {
 		rt := kmsg.NewListOffsetsRequestTopic()
@@ -220,21 +345,4 @@ func ListOffsetsRequest(qs map[TopicPartition]*follower.ListOffsets, latest bool
 		req.Topics = append(req.Topics, rt)
 	}
 	return req
-}
-
-// ListedOffset is one partition's ListOffsets answer.
-type ListedOffset struct {
-	ErrorCode int16
-	Offset    int64
-}
-
-// ListOffsetsReplies reads a ListOffsets response.
-func ListOffsetsReplies(resp *kmsg.ListOffsetsResponse) map[TopicPartition]ListedOffset {
-	out := map[TopicPartition]ListedOffset{}
-	for _, t := range resp.Topics {
-		for _, p := range t.Partitions {
-			out[TopicPartition{t.Topic, p.Partition}] = ListedOffset{ErrorCode: p.ErrorCode, Offset: p.Offset}
-		}
-	}
-	return out
 }

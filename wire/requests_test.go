@@ -4,7 +4,6 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/kfollower/kfollower/follower"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -33,10 +32,10 @@ func roundTrip[T kmsg.Request](t *testing.T, req T, v int16, into T) T {
 // kmsg's default -2), fenced with CurrentLeaderEpoch, one entry per
 // partition, topics and partitions sorted.
 func TestOffsetsForLeaderEpochRequest(t *testing.T) {
-	qs := map[TopicPartition]*follower.OffsetsForLeaderEpoch{
-		tpB0: {ID: 3, CurrentLeaderEpoch: 7, LeaderEpoch: 5},
-		tpA1: {ID: 2, CurrentLeaderEpoch: 4, LeaderEpoch: 2},
-		tpA0: {ID: 1, CurrentLeaderEpoch: 4, LeaderEpoch: 3},
+	qs := map[TopicPartition]EpochQuery{
+		tpB0: {CurrentLeaderEpoch: 7, LeaderEpoch: 5},
+		tpA1: {CurrentLeaderEpoch: 4, LeaderEpoch: 2},
+		tpA0: {CurrentLeaderEpoch: 4, LeaderEpoch: 3},
 	}
 	req := roundTrip(t, OffsetsForLeaderEpochRequest(qs), 4, kmsg.NewPtrOffsetForLeaderEpochRequest())
 	if req.ReplicaID != -1 {
@@ -66,7 +65,7 @@ func TestOffsetsForLeaderEpochRequest(t *testing.T) {
 	rt.Partitions = append(rt.Partitions, p, q)
 	resp.Topics = append(resp.Topics, rt)
 	replies, missing := OffsetsForLeaderEpochReplies(resp, qs)
-	if r := replies[tpA0]; r.ID != 1 || r.Leader != (follower.EpochEndOffset{Epoch: 3, EndOffset: 120}) || len(replies) != 1 {
+	if r := replies[tpA0]; r.ErrorCode != 0 || r.EpochEndOffset != (EpochEndOffset{Epoch: 3, EndOffset: 120}) || len(replies) != 1 {
 		t.Fatalf("replies %+v", replies)
 	}
 	slices.SortFunc(missing, func(x, y TopicPartition) int { return compareTP(x, y) })
@@ -89,9 +88,9 @@ func compareTP(x, y TopicPartition) int {
 // KIP-320 fence and KIP-595's LastFetchedEpoch; from v13 topics travel by
 // id, before by name.
 func TestFetchRequest(t *testing.T) {
-	fs := map[TopicPartition]*follower.Fetch{
-		tpA0: {ID: 1, Offset: 100, CurrentLeaderEpoch: 4, LastFetchedEpoch: 3, LogStartOffset: 0},
-		tpB0: {ID: 2, Offset: 7, CurrentLeaderEpoch: 2, LastFetchedEpoch: -1, LogStartOffset: 5},
+	fs := map[TopicPartition]FetchPartition{
+		tpA0: {Offset: 100, CurrentLeaderEpoch: 4, LastFetchedEpoch: 3, LogStartOffset: 0},
+		tpB0: {Offset: 7, CurrentLeaderEpoch: 2, LastFetchedEpoch: -1, LogStartOffset: 5},
 	}
 	ids := map[string]TopicID{"a": idA, "b": idB}
 	for _, v := range []int16{12, 13, 17} {
@@ -119,8 +118,8 @@ func TestFetchRequest(t *testing.T) {
 				}
 			}
 			for _, p := range rt.Partitions {
-				f := fs[TopicPartition{name, p.Partition}]
-				if f == nil || p.FetchOffset != f.Offset || p.CurrentLeaderEpoch != f.CurrentLeaderEpoch ||
+				f, ok := fs[TopicPartition{name, p.Partition}]
+				if !ok || p.FetchOffset != f.Offset || p.CurrentLeaderEpoch != f.CurrentLeaderEpoch ||
 					p.LastFetchedEpoch != f.LastFetchedEpoch || p.LogStartOffset != f.LogStartOffset {
 					t.Fatalf("v%d: %s-%d sent %+v, want %+v", v, name, p.Partition, p, f)
 				}
@@ -132,7 +131,7 @@ func TestFetchRequest(t *testing.T) {
 // A v13+ response names topics by id; a response-level error fails every
 // partition; the KIP-951 leader hint is passed on only when present.
 func TestFetchReplies(t *testing.T) {
-	fs := map[TopicPartition]*follower.Fetch{tpA0: {ID: 1}, tpA1: {ID: 2}, tpB0: {ID: 3}}
+	fs := map[TopicPartition]FetchPartition{tpA0: {Offset: 1}, tpA1: {Offset: 2}, tpB0: {Offset: 3}}
 	ids := map[string]TopicID{"a": idA, "b": idB}
 
 	resp := kmsg.NewPtrFetchResponse()
@@ -149,12 +148,12 @@ func TestFetchReplies(t *testing.T) {
 
 	results, missing := FetchReplies(resp, fs, ids)
 	r0, r1 := results[tpA0], results[tpA1]
-	if r0.Reply.ID != 1 || r0.Reply.HighWatermark != 50 || len(r0.Reply.Records) != 3 || r0.Leader != nil ||
-		r0.Reply.Diverging != (follower.EpochEndOffset{Epoch: -1, EndOffset: -1}) {
+	if r0.ErrorCode != 0 || r0.HighWatermark != 50 || len(r0.Records) != 3 || r0.Leader != nil ||
+		r0.Diverging != (EpochEndOffset{Epoch: -1, EndOffset: -1}) {
 		t.Fatalf("a-0: %+v", r0)
 	}
-	if r1.Reply.ErrorCode != kerr.NotLeaderForPartition.Code || r1.Leader == nil || *r1.Leader != (follower.LeaderChange{Leader: 3, LeaderEpoch: 9}) ||
-		r1.Reply.Diverging != (follower.EpochEndOffset{Epoch: 2, EndOffset: 40}) {
+	if r1.ErrorCode != kerr.NotLeaderForPartition.Code || r1.Leader == nil || *r1.Leader != (LeaderHint{Leader: 3, LeaderEpoch: 9}) ||
+		r1.Diverging != (EpochEndOffset{Epoch: 2, EndOffset: 40}) {
 		t.Fatalf("a-1: %+v", r1)
 	}
 	if !slices.Equal(missing, []TopicPartition{tpB0}) {
@@ -168,25 +167,80 @@ func TestFetchReplies(t *testing.T) {
 		t.Fatalf("a response-level error: %d results, missing %v", len(results), missing)
 	}
 	for tp, r := range results {
-		if r.Reply.ErrorCode != kerr.UnknownServerError.Code || r.Reply.ID != fs[tp].ID || r.Reply.HighWatermark != -1 {
-			t.Fatalf("%s: %+v", tp, r.Reply)
+		if _, ok := fs[tp]; !ok || r.ErrorCode != kerr.UnknownServerError.Code || r.HighWatermark != -1 || r.LogStartOffset != -1 {
+			t.Fatalf("%s: %+v", tp, r)
 		}
 	}
 }
 
-// ListOffsets uses replica id -2 so LATEST is the leader's log end, not its
-// high watermark (kafka-internals.md §4.6), with the fence.
-func TestListOffsetsRequest(t *testing.T) {
-	qs := map[TopicPartition]*follower.ListOffsets{tpA0: {ID: 1, CurrentLeaderEpoch: 6}}
-	for _, latest := range []bool{false, true} {
-		req := roundTrip(t, ListOffsetsRequest(qs, latest), 7, kmsg.NewPtrListOffsetsRequest())
-		want := int64(-2)
-		if latest {
-			want = -1
+// ListOffsets goes out as two requests, EARLIEST and LATEST, with replica
+// id -2 so LATEST is the leader's log end, not its high watermark
+// (ReplicaManager.fetchOffset), each fenced; audit's log-start request goes
+// out as a consumer (-1), so only the leader answers.
+func TestListOffsetsRequests(t *testing.T) {
+	qs := map[TopicPartition]ListOffsetsQuery{tpA0: {CurrentLeaderEpoch: 6}}
+	earliest, latest := ListOffsetsRequests(qs)
+	start := LogStartRequest(qs)
+	for _, c := range []struct {
+		name      string
+		req       *kmsg.ListOffsetsRequest
+		replica   int32
+		timestamp int64
+	}{
+		{"earliest", earliest, -2, -2},
+		{"latest", latest, -2, -1},
+		{"log start", start, -1, -2},
+	} {
+		req := roundTrip(t, c.req, 7, kmsg.NewPtrListOffsetsRequest())
+		if len(req.Topics) != 1 || len(req.Topics[0].Partitions) != 1 {
+			t.Fatalf("%s: %+v", c.name, req.Topics)
 		}
 		p := req.Topics[0].Partitions[0]
-		if req.ReplicaID != -2 || p.Timestamp != want || p.CurrentLeaderEpoch != 6 {
-			t.Fatalf("latest=%v: replica %d timestamp %d fence %d", latest, req.ReplicaID, p.Timestamp, p.CurrentLeaderEpoch)
+		if req.ReplicaID != c.replica || p.Timestamp != c.timestamp || p.CurrentLeaderEpoch != 6 || req.Topics[0].Topic != "a" || p.Partition != 0 {
+			t.Fatalf("%s: replica %d timestamp %d fence %d, want replica %d timestamp %d fence 6",
+				c.name, req.ReplicaID, p.Timestamp, p.CurrentLeaderEpoch, c.replica, c.timestamp)
 		}
+	}
+}
+
+// The two ListOffsets halves merge into one answer per partition: log start
+// from EARLIEST, log end from LATEST, the first error of the two; a
+// partition either half lacks is missing.
+func TestListOffsetsReplies(t *testing.T) {
+	qs := map[TopicPartition]ListOffsetsQuery{tpA0: {}, tpA1: {}, tpB0: {}}
+	listed := func(parts map[TopicPartition]ListedOffset) *kmsg.ListOffsetsResponse {
+		resp := kmsg.NewPtrListOffsetsResponse()
+		topics, byT := byTopic(parts)
+		for _, tn := range topics {
+			rt := kmsg.NewListOffsetsResponseTopic()
+			rt.Topic = tn
+			for _, p := range byT[tn] {
+				rp := kmsg.NewListOffsetsResponseTopicPartition()
+				rp.Partition = p
+				rp.ErrorCode, rp.Offset = parts[TopicPartition{tn, p}].ErrorCode, parts[TopicPartition{tn, p}].Offset
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp
+	}
+	fenced := kerr.FencedLeaderEpoch.Code
+	earliest := listed(map[TopicPartition]ListedOffset{tpA0: {Offset: 5}, tpA1: {Offset: 0}, tpB0: {Offset: 1}, {"c", 0}: {Offset: 9}})
+	latest := listed(map[TopicPartition]ListedOffset{tpA0: {Offset: 80}, tpA1: {ErrorCode: fenced, Offset: -1}})
+	answers, missing := ListOffsetsReplies(earliest, latest, qs)
+	if a := answers[tpA0]; a != (ListOffsetsAnswer{LogStartOffset: 5, LogEndOffset: 80}) {
+		t.Fatalf("a-0: %+v", a)
+	}
+	if a := answers[tpA1]; a.ErrorCode != fenced {
+		t.Fatalf("a-1: the LATEST half's error is lost: %+v", a)
+	}
+	if len(answers) != 2 || !slices.Equal(missing, []TopicPartition{tpB0}) {
+		t.Fatalf("answers %+v, missing %v; want b-0 missing (no LATEST half) and c-0 (not asked) ignored", answers, missing)
+	}
+	// The EARLIEST half's error comes first.
+	earliest = listed(map[TopicPartition]ListedOffset{tpA0: {ErrorCode: kerr.NotLeaderForPartition.Code}})
+	answers, _ = ListOffsetsReplies(earliest, latest, qs)
+	if a := answers[tpA0]; a.ErrorCode != kerr.NotLeaderForPartition.Code {
+		t.Fatalf("a-0: %+v", a)
 	}
 }

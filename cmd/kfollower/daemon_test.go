@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kfollower/kfollower/follower/fetcher"
+	"github.com/kfollower/kfollower/fetcher"
 	"github.com/kfollower/kfollower/integration/kafka"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kfollower/kfollower/follower/fetcher"
+	"github.com/kfollower/kfollower/fetcher"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kfollower/kfollower/follower/fetcher"
+	"github.com/kfollower/kfollower/fetcher"
 )
 
 // progress logs catch-up: partitions caught up of total, throughput, ETA.

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kfollower/kfollower/follower/fetcher"
+	"github.com/kfollower/kfollower/fetcher"
 )
 
 // Catching up logs partitions caught up of total, throughput and an ETA

@@ -14,8 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kfollower/kfollower/fetcher"
 	"github.com/kfollower/kfollower/follower"
-	"github.com/kfollower/kfollower/follower/fetcher"
 	"github.com/kfollower/kfollower/metrics"
 	"github.com/kfollower/kfollower/storage"
 	"github.com/kfollower/kfollower/wire"

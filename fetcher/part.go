@@ -29,6 +29,26 @@ type part struct {
 	// rounds counts OffsetsForLeaderEpoch answers since the partition last
 	// fetched, for Config.OnReconciled.
 	rounds int
+	// staleReplies counts the replies the state machine discarded, for
+	// Status.StaleReplies.
+	staleReplies int64
+}
+
+// step feeds msg to the state machine and reports whether it was taken. A
+// reply it discards (follower.ErrStale: no longer the request in flight;
+// follower.ErrStopped: the partition has stopped) is counted. Step fails
+// only with those two, and other inputs only with ErrStopped: a stopped
+// partition takes no leader change or tick, and loses nothing by it.
+func (p *part) step(now time.Time, msg follower.Msg) bool {
+	err := p.sm.Step(now, msg)
+	if err == nil {
+		return true
+	}
+	switch msg.(type) {
+	case follower.EpochReply, follower.FetchReply, follower.OffsetsReply, follower.RequestFailed:
+		p.staleReplies++
+	}
+	return false
 }
 
 // process carries out every Ready the state machine has, in the order its
@@ -45,7 +65,7 @@ func (p *part) process(cfg *Config, now time.Time) (appendedBytes, appendedRecor
 			var be *batch.Error
 			corrupt := errors.As(err, &be)
 			cfg.Logger.Warn("storage action failed", "partition", p.tp.String(), "corrupt", corrupt, "err", err)
-			_ = p.sm.Step(now, follower.ActionFailed{Corrupt: corrupt, Err: err})
+			p.step(now, follower.ActionFailed{Corrupt: corrupt, Err: err})
 			continue
 		}
 		for _, e := range rd.Events {
@@ -176,15 +196,4 @@ func logConformance(cfg *Config, e *follower.ConformanceEvent) {
 	cfg.Logger.Warn("conformance check failed: a broker answer the protocol rules out",
 		"partition", fmt.Sprintf("%s-%d", e.Topic, e.Partition), "check", e.Check.String(),
 		"leader_epoch", e.LeaderEpoch, "evidence", e.Evidence)
-}
-
-// countRecords counts the records of the whole batches in raw from their
-// headers alone (no CRC: that is storage's to check).
-func countRecords(raw []byte) int64 {
-	var n int64
-	s := batch.NewFrameScanner(raw)
-	for s.Next() {
-		n += int64(s.Header().RecordCount)
-	}
-	return n
 }

@@ -4,5 +4,6 @@
 // carries out the storage actions they decide, in order. Partitions move
 // between broker goroutines by hand-off, never through shared locks.
 //
-// May import: follower, wire, storage, metrics, and franz-go (kgo, kmsg, kerr).
+// May import: follower, storage, wire, wire/batch and franz-go (kgo, kmsg,
+// kerr), plus the standard library; never metrics, which observes it.
 package fetcher

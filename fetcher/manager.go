@@ -7,29 +7,47 @@ import (
 	"hash/fnv"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/kfollower/kfollower/follower"
 	"github.com/kfollower/kfollower/storage"
 	"github.com/kfollower/kfollower/wire"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"time"
 )
+
+// requester sends one request to one broker (or, for the first Metadata,
+// to any): a *kgo.Broker or the *kgo.Client itself, or a fake in tests.
+type requester interface {
+	Request(ctx context.Context, req kmsg.Request) (kmsg.Response, error)
+}
 
 // Manager follows every partition of the selected topics. Its Run goroutine
 // reads Metadata and places each partition with the worker of its leader
-// broker; a partition moves between workers only by hand-off (release, then
-// adopt), so no partition state is ever shared.
+// broker; a partition moves between workers only by hand-off (the old
+// worker hands it back to Run, Run gives it to the new one), so no
+// partition state is ever shared. Run and the workers talk only through
+// mailboxes, so neither ever waits for the other.
 type Manager struct {
 	cfg Config
+	// seed answers the first Metadata (any broker); broker names one.
+	seed   requester
+	broker func(id int32) requester
+	// start runs a new worker's goroutine; tests drive workers themselves.
+	start func(ctx context.Context, w *worker)
 
 	// Owned by Run.
-	workers map[int32]*worker
-	owner   map[wire.TopicPartition]int32 // worker holding it; absent: parked
-	parked  map[wire.TopicPartition]*part // no leader yet, held by Run
-	failed  map[wire.TopicPartition]string
-	retired map[string]bool                               // topics recreated under us: no longer followed
-	seen    map[wire.TopicPartition]follower.LeaderChange // last leader metadata named, for OnLeaderChange
+	workers  map[int32]*worker             // by broker id: those leading a partition of ours
+	stopping []*worker                     // retired for leading nothing; waited for at shutdown
+	owned    map[int32]int                 // partitions per worker, to retire an idle one
+	owner    map[wire.TopicPartition]int32 // worker holding it
+	moving   map[wire.TopicPartition]*transit
+	parked   map[wire.TopicPartition]*part // no leader yet, held by Run
+	failed   map[wire.TopicPartition]string
+	retired  map[string]bool                               // topics recreated under us: no longer followed
+	seen     map[wire.TopicPartition]follower.LeaderChange // last leader metadata named, for OnLeaderChange
+	// handbacks carries released partitions from the workers to Run.
+	handbacks *mailbox[handback]
 
 	refresh chan struct{} // asks Run for early metadata; buffered 1
 	// metaEpochs is the highest leader epoch each broker's Metadata named
@@ -38,10 +56,18 @@ type Manager struct {
 	metaRound  int
 	brokers    []int32 // from the last Metadata, asked in turn
 
-	mu       sync.Mutex // guards ids, statuses and metaLoaded, read by other goroutines
+	mu       sync.Mutex // guards ids, statuses and loaded, read by other goroutines
 	ids      map[string]wire.TopicID
 	statuses map[wire.TopicPartition]Status
-	loaded   bool
+	loaded   bool // a Metadata answer has been placed
+}
+
+// transit is a partition its worker was told to release and that has not
+// come back to Run yet: it is placed with lc's leader when it does, or
+// stopped for good when retire is set.
+type transit struct {
+	lc     follower.LeaderChange
+	retire error
 }
 
 // New returns a Manager; Run starts it.
@@ -52,20 +78,31 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.DataDir == "" {
 		return nil, errors.New("fetcher: Config.DataDir is empty")
 	}
+	cl := cfg.Client
+	return newManager(cfg, cl, func(id int32) requester { return cl.Broker(int(id)) }), nil
+}
+
+func newManager(cfg Config, seed requester, broker func(int32) requester) *Manager {
 	cfg.withDefaults()
 	return &Manager{
 		cfg:        cfg,
+		seed:       seed,
+		broker:     broker,
+		start:      func(ctx context.Context, w *worker) { go w.run(ctx) },
 		workers:    map[int32]*worker{},
+		owned:      map[int32]int{},
 		owner:      map[wire.TopicPartition]int32{},
+		moving:     map[wire.TopicPartition]*transit{},
 		parked:     map[wire.TopicPartition]*part{},
 		failed:     map[wire.TopicPartition]string{},
 		retired:    map[string]bool{},
 		seen:       map[wire.TopicPartition]follower.LeaderChange{},
+		handbacks:  newMailbox[handback](),
 		refresh:    make(chan struct{}, 1),
 		metaEpochs: map[int32]map[wire.TopicPartition]int32{},
 		ids:        map[string]wire.TopicID{},
 		statuses:   map[wire.TopicPartition]Status{},
-	}, nil
+	}
 }
 
 // Run follows until ctx ends, then stops every worker, flushes and closes
@@ -79,6 +116,9 @@ func (m *Manager) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-m.handbacks.ready:
+			m.takeHandbacks(wctx)
+			continue
 		case <-t.C:
 		case <-m.refresh:
 		}
@@ -103,19 +143,35 @@ func (m *Manager) requestRefresh() {
 	}
 }
 
+// shutdown stops the workers and closes every log, wherever its partition
+// is: with a worker, in a worker's mailbox, on its way back, or parked.
 func (m *Manager) shutdown(cancel context.CancelFunc) {
 	cancel()
-	var logs []*part
+	var parts []*part
+	ws := m.stopping
 	for _, w := range m.workers {
+		ws = append(ws, w)
+	}
+	for _, w := range ws {
 		<-w.done
 		for _, p := range w.parts {
-			logs = append(logs, p)
+			parts = append(parts, p)
+		}
+		for _, o := range w.orders.take() {
+			if o.op == opAdopt {
+				parts = append(parts, o.p)
+			}
+		}
+	}
+	for _, h := range m.handbacks.take() {
+		if h.p != nil {
+			parts = append(parts, h.p)
 		}
 	}
 	for _, p := range m.parked {
-		logs = append(logs, p)
+		parts = append(parts, p)
 	}
-	for _, p := range logs {
+	for _, p := range parts {
 		if err := p.log.Close(); err != nil {
 			m.cfg.Logger.Error("closing log", "partition", p.tp.String(), "err", err)
 		}
@@ -135,23 +191,29 @@ func (m *Manager) refreshMetadata(ctx, wctx context.Context) error {
 	if len(m.brokers) > 0 {
 		id := m.brokers[m.metaRound%len(m.brokers)]
 		m.metaRound++
-		if r, err := m.cfg.Client.Broker(int(id)).Request(rctx, req); err == nil {
+		if r, err := m.broker(id).Request(rctx, req); err == nil {
 			resp, from = r.(*kmsg.MetadataResponse), id
 		}
 	}
 	if resp == nil {
-		r, err := req.RequestWith(rctx, m.cfg.Client)
+		r, err := req.RequestWith(rctx, m.seed)
 		if err != nil {
 			return fmt.Errorf("metadata: %w", err)
 		}
 		resp = r
 	}
+	m.placeAll(wctx, resp, from)
+	return nil
+}
+
+// placeAll places every followed partition of a Metadata answer from
+// broker from (-1: any broker).
+func (m *Manager) placeAll(wctx context.Context, resp *kmsg.MetadataResponse, from int32) {
 	m.brokers = m.brokers[:0]
 	for _, b := range resp.Brokers {
 		m.brokers = append(m.brokers, b.NodeID)
 	}
 	sort.Slice(m.brokers, func(i, j int) bool { return m.brokers[i] < m.brokers[j] })
-	ids := map[string]wire.TopicID{}
 	for _, t := range resp.Topics {
 		if t.Topic == nil || !m.cfg.Follow(*t.Topic) {
 			continue
@@ -170,11 +232,16 @@ func (m *Manager) refreshMetadata(ctx, wctx context.Context) error {
 			// Following on would report the new topic as loss of the old
 			// one and mix the two in one log, so those partitions stop;
 			// their data stays on disk for the operator.
-			m.retire(wctx, topic, fmt.Errorf("topic %s was recreated (id %s, was %s); its partitions stopped, data kept in %s",
+			m.retire(topic, fmt.Errorf("topic %s was recreated (id %s, was %s); its partitions stopped, data kept in %s",
 				topic, storage.TopicID(t.TopicID), storage.TopicID(old), m.cfg.DataDir))
 			continue
 		}
-		ids[topic] = t.TopicID
+		// Known before any partition of the topic is adopted: a worker's
+		// first Fetch (v13+) names the topic by id alone, and a zero id
+		// is answered UNKNOWN_TOPIC_ID under an id we cannot match.
+		m.mu.Lock()
+		m.ids[topic] = t.TopicID
+		m.mu.Unlock()
 		for _, pm := range t.Partitions {
 			tp := wire.TopicPartition{Topic: topic, Partition: pm.Partition}
 			leader, epoch := pm.Leader, pm.LeaderEpoch
@@ -186,12 +253,8 @@ func (m *Manager) refreshMetadata(ctx, wctx context.Context) error {
 		}
 	}
 	m.mu.Lock()
-	for k, v := range ids {
-		m.ids[k] = v
-	}
 	m.loaded = true
 	m.mu.Unlock()
-	return nil
 }
 
 // knownID is the topic id seen in earlier Metadata.
@@ -202,50 +265,47 @@ func (m *Manager) knownID(topic string) (wire.TopicID, bool) {
 	return id, ok
 }
 
-// retire stops every partition of topic for good: each is taken back from
-// its worker (or the parked set), stopped, closed and marked failed.
-func (m *Manager) retire(wctx context.Context, topic string, why error) {
-	var tps []wire.TopicPartition
+// retire stops every partition of topic for good: a parked one at once, one
+// with a worker once the worker has handed it back.
+func (m *Manager) retire(topic string, why error) {
+	var owned []wire.TopicPartition
 	for tp := range m.owner {
 		if tp.Topic == topic {
-			tps = append(tps, tp)
+			owned = append(owned, tp)
 		}
 	}
-	for tp := range m.parked {
+	for _, tp := range owned {
+		m.release(tp, &transit{retire: why})
+	}
+	for tp, tr := range m.moving {
 		if tp.Topic == topic {
-			tps = append(tps, tp)
+			tr.retire = why
 		}
 	}
-	for _, tp := range tps {
-		var p *part
-		if owner, ok := m.owner[tp]; ok {
-			reply := make(chan *part, 1)
-			if !m.send(wctx, m.workers[owner], release{tp, reply}) {
-				return
-			}
-			p = <-reply
-			delete(m.owner, tp)
-		} else {
-			p = m.parked[tp]
+	for tp, p := range m.parked {
+		if tp.Topic == topic {
 			delete(m.parked, tp)
+			m.stop(p, why)
 		}
-		if p == nil {
-			continue
-		}
-		_ = p.sm.Step(m.cfg.Now(), follower.Stop{})
-		m.publish(p) // keep what the status says of the log we hold
-		if err := p.log.Close(); err != nil {
-			m.cfg.Logger.Error("closing log", "partition", tp.String(), "err", err)
-		}
-		m.failed[tp] = why.Error()
-		m.mu.Lock()
-		st := m.statuses[tp]
-		st.State, st.Error, st.Reconciled = "failed", why.Error(), false
-		m.statuses[tp] = st
-		m.mu.Unlock()
 	}
 	m.retired[topic] = true
 	m.cfg.Logger.Error("stopped following a topic", "topic", topic, "err", why)
+}
+
+// stop stops a partition Run holds for good, closes its log and marks it
+// failed.
+func (m *Manager) stop(p *part, why error) {
+	p.step(m.cfg.Now(), follower.Stop{})
+	m.publish(p) // keep what the status says of the log we hold
+	if err := p.log.Close(); err != nil {
+		m.cfg.Logger.Error("closing log", "partition", p.tp.String(), "err", err)
+	}
+	m.failed[p.tp] = why.Error()
+	m.mu.Lock()
+	st := m.statuses[p.tp]
+	st.State, st.Error, st.Reconciled = "failed", why.Error(), false
+	m.statuses[p.tp] = st
+	m.mu.Unlock()
 }
 
 // checkMetadataEpoch reports a broker whose Metadata names a lower leader
@@ -271,6 +331,8 @@ func (m *Manager) checkMetadataEpoch(broker int32, tp wire.TopicPartition, epoch
 }
 
 // place gives tp to its leader's worker, opening its log the first time.
+// A partition held by another worker is released first and placed when it
+// is back (takeHandbacks); Run does not wait for it.
 func (m *Manager) place(wctx context.Context, tp wire.TopicPartition, id wire.TopicID, lc follower.LeaderChange) {
 	if _, bad := m.failed[tp]; bad {
 		return
@@ -279,19 +341,19 @@ func (m *Manager) place(wctx context.Context, tp wire.TopicPartition, id wire.To
 		m.cfg.OnLeaderChange(tp, old, lc)
 	}
 	m.seen[tp] = lc
+	if tr, ok := m.moving[tp]; ok {
+		tr.lc = lc // on its way back: placed with the latest leader
+		return
+	}
 	owner, owned := m.owner[tp]
 	var p *part
 	switch {
 	case owned && owner == lc.Leader:
-		m.send(wctx, m.workers[owner], leaderChange{tp, lc})
+		m.workers[owner].orders.post(order{op: opLeader, tp: tp, lc: lc})
 		return
 	case owned:
-		reply := make(chan *part, 1)
-		if !m.send(wctx, m.workers[owner], release{tp, reply}) {
-			return
-		}
-		p = <-reply // the worker answers a release at once
-		delete(m.owner, tp)
+		m.release(tp, &transit{lc: lc})
+		return
 	case m.parked[tp] != nil:
 		p = m.parked[tp]
 		delete(m.parked, tp)
@@ -304,32 +366,76 @@ func (m *Manager) place(wctx context.Context, tp wire.TopicPartition, id wire.To
 			return
 		}
 	}
+	m.settle(wctx, p, lc)
+}
+
+// settle places a partition Run holds: parked while it has no leader, else
+// adopted by its leader's worker, which is started if there is none.
+func (m *Manager) settle(wctx context.Context, p *part, lc follower.LeaderChange) {
 	if lc.Leader < 0 {
-		_ = p.sm.Step(m.cfg.Now(), lc)
-		m.parked[tp] = p
+		p.step(m.cfg.Now(), lc)
+		m.parked[p.tp] = p
 		m.publish(p)
 		return
 	}
 	w, ok := m.workers[lc.Leader]
 	if !ok {
+		m.pruneStopping()
 		w = newWorker(m, lc.Leader)
 		m.workers[lc.Leader] = w
-		go w.run(wctx)
+		m.start(wctx, w)
 	}
-	if !m.send(wctx, w, adopt{p, lc}) {
-		m.parked[tp] = p // shutting down: closed with the parked ones
-		return
-	}
-	m.owner[tp] = lc.Leader
+	w.orders.post(order{op: opAdopt, tp: p.tp, p: p, lc: lc})
+	m.owner[p.tp] = lc.Leader
+	m.owned[lc.Leader]++
 }
 
-// send hands msg to w unless the workers are shutting down.
-func (m *Manager) send(wctx context.Context, w *worker, msg any) bool {
-	select {
-	case w.in <- msg:
-		return true
-	case <-wctx.Done():
-		return false
+// release tells tp's worker to hand it back. A worker left leading nothing
+// of ours is told to stop: a broker id that leads nothing keeps no
+// goroutine, ticker or request in the air.
+func (m *Manager) release(tp wire.TopicPartition, tr *transit) {
+	id := m.owner[tp]
+	w := m.workers[id]
+	w.orders.post(order{op: opRelease, tp: tp})
+	delete(m.owner, tp)
+	m.moving[tp] = tr
+	if m.owned[id]--; m.owned[id] > 0 {
+		return
+	}
+	delete(m.owned, id)
+	delete(m.workers, id)
+	w.orders.post(order{op: opQuit})
+	m.stopping = append(m.stopping, w)
+}
+
+// pruneStopping forgets the retired workers that have ended.
+func (m *Manager) pruneStopping() {
+	live := m.stopping[:0]
+	for _, w := range m.stopping {
+		select {
+		case <-w.done:
+		default:
+			live = append(live, w)
+		}
+	}
+	clear(m.stopping[len(live):])
+	m.stopping = live
+}
+
+// takeHandbacks places the partitions the workers handed back.
+func (m *Manager) takeHandbacks(wctx context.Context) {
+	for _, h := range m.handbacks.take() {
+		tr := m.moving[h.tp]
+		delete(m.moving, h.tp)
+		switch {
+		case h.p == nil || tr == nil:
+			// Run released it, so its worker held it: a broken invariant.
+			m.cfg.Logger.Error("a worker handed back a partition it was not asked for or did not hold", "partition", h.tp.String())
+		case tr.retire != nil:
+			m.stop(h.p, tr.retire)
+		default:
+			m.settle(wctx, h.p, tr.lc)
+		}
 	}
 }
 
@@ -360,87 +466,4 @@ func (m *Manager) topicIDs() map[string]wire.TopicID {
 		out[k] = v
 	}
 	return out
-}
-
-// Status is one partition's state for /status and metrics.
-type Status struct {
-	Topic                string                    `json:"topic"`
-	Partition            int32                     `json:"partition"`
-	State                string                    `json:"state"`
-	Leader               int32                     `json:"leader"`
-	LeaderEpoch          int32                     `json:"leader_epoch"`
-	LocalEpoch           int32                     `json:"local_epoch"`
-	LogStartOffset       int64                     `json:"log_start_offset"`
-	LogEndOffset         int64                     `json:"log_end_offset"`
-	HighWatermark        int64                     `json:"high_watermark"`
-	Lag                  int64                     `json:"lag"`
-	Reconciled           bool                      `json:"reconciled"`
-	Error                string                    `json:"error,omitempty"`
-	LastTruncation       *follower.TruncationEvent `json:"last_truncation,omitempty"`
-	LeaderLogStartOffset int64                     `json:"leader_log_start_offset"`
-	SizeBytes            int64                     `json:"size_bytes"` // the local log's segment bytes
-	Segments             int                       `json:"segments"`
-}
-
-// publish records p's status; called by p's owner.
-func (m *Manager) publish(p *part) {
-	st := p.sm.Status()
-	s := Status{
-		Topic: p.tp.Topic, Partition: p.tp.Partition, State: st.State.String(),
-		Leader: st.Leader, LeaderEpoch: st.LeaderEpoch, LocalEpoch: -1,
-		LogStartOffset: p.log.LogStartOffset(), LogEndOffset: p.log.LogEndOffset(),
-		HighWatermark: st.HighWatermark, Reconciled: p.reconciled,
-		LastTruncation: p.lastTruncation, LeaderLogStartOffset: st.LeaderLogStartOffset,
-		SizeBytes: p.log.Size(), Segments: len(p.log.Segments()),
-	}
-	if e, ok := p.log.LatestEpoch(); ok {
-		s.LocalEpoch = e
-	}
-	if st.HighWatermark >= 0 {
-		s.Lag = max(st.HighWatermark-s.LogEndOffset, 0)
-	}
-	if st.LastError != nil {
-		s.Error = st.LastError.Error()
-	}
-	m.setStatus(p.tp, s)
-}
-
-func (m *Manager) setStatus(tp wire.TopicPartition, s Status) {
-	m.mu.Lock()
-	m.statuses[tp] = s
-	m.mu.Unlock()
-}
-
-// Statuses returns every followed partition's latest status, sorted. Safe to
-// call from any goroutine.
-func (m *Manager) Statuses() []Status {
-	m.mu.Lock()
-	out := make([]Status, 0, len(m.statuses))
-	for _, s := range m.statuses {
-		out = append(out, s)
-	}
-	m.mu.Unlock()
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Topic != out[j].Topic {
-			return out[i].Topic < out[j].Topic
-		}
-		return out[i].Partition < out[j].Partition
-	})
-	return out
-}
-
-// Ready reports whether metadata has been read and every followed partition
-// has been reconciled with its leader at least once.
-func (m *Manager) Ready() bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if !m.loaded {
-		return false
-	}
-	for _, s := range m.statuses {
-		if !s.Reconciled {
-			return false
-		}
-	}
-	return true
 }

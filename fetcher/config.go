@@ -77,6 +77,10 @@ type FetchStats struct {
 	// Kafka error name such as FENCED_LEADER_EPOCH; for a Fetch, the
 	// partitions that answered with an error, by error name.
 	Results map[string]int
+	// Stale counts the partitions whose answer was dropped: handed off
+	// while the request was in the air, or no longer the request in flight
+	// for the state machine (follower.ErrStale).
+	Stale int
 }
 
 func (c *Config) withDefaults() {

@@ -16,22 +16,33 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// The driver's error paths against kfake (which cannot diverge, so no
-// truncation may ever be reported): fetches answered NOT_LEADER_OR_FOLLOWER
-// and FENCED_LEADER_EPOCH, epoch queries answered UNKNOWN_LEADER_EPOCH,
-// and a partition moved to another broker mid-stream (a hand-off between
-// worker goroutines). Every record still arrives exactly once.
+// The driver's error paths against kfake, which cannot diverge, so no event
+// of any kind may be reported: fetches answered NOT_LEADER_OR_FOLLOWER and
+// FENCED_LEADER_EPOCH, epoch queries answered UNKNOWN_LEADER_EPOCH, and a
+// partition moved to another broker mid-stream (a hand-off between worker
+// goroutines, and a reconciliation with the new leader, as kfake bumps the
+// leader epoch). Each fault fires as often as installed and the driver sees
+// each one by name; the status names the new leader; every record arrives
+// exactly once.
 func TestDriverErrorPathsKfake(t *testing.T) {
 	c, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.SeedTopics(4, "t"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	c.Fault(
-		kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Err: kerr.NotLeaderForPartition, Count: 5},
-		kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Err: kerr.FencedLeaderEpoch, Count: 2},
-		kfake.Fault{Keys: []kmsg.Key{kmsg.OffsetForLeaderEpoch}, Err: kerr.UnknownLeaderEpoch, Count: 3},
-	)
+	faults := []struct {
+		key   kmsg.Key
+		err   *kerr.Error
+		count int
+		h     *kfake.FaultHandle
+	}{
+		{key: kmsg.Fetch, err: kerr.NotLeaderForPartition, count: 5},
+		{key: kmsg.Fetch, err: kerr.FencedLeaderEpoch, count: 2},
+		{key: kmsg.OffsetForLeaderEpoch, err: kerr.UnknownLeaderEpoch, count: 3},
+	}
+	for i, f := range faults {
+		faults[i].h = c.Fault(kfake.Fault{Keys: []kmsg.Key{f.key}, Err: f.err, Count: f.count})
+	}
 	ctx := context.Background()
 	produce := func(n int) {
 		cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic("t"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
@@ -57,6 +68,7 @@ func TestDriverErrorPathsKfake(t *testing.T) {
 	dir := t.TempDir()
 	var mu sync.Mutex
 	var events []follower.Event
+	seen := map[string]int{} // partitions answered with each error, by kind and name
 	m, err := New(Config{
 		Client: cl, DataDir: dir, Follow: func(topic string) bool { return topic == "t" },
 		MetadataInterval: 200 * time.Millisecond,
@@ -65,6 +77,13 @@ func TestDriverErrorPathsKfake(t *testing.T) {
 		OnEvent: func(e follower.Event) {
 			mu.Lock()
 			events = append(events, e)
+			mu.Unlock()
+		},
+		OnFetch: func(s FetchStats) {
+			mu.Lock()
+			for name, n := range s.Results {
+				seen[s.Kind+" "+name] += n
+			}
 			mu.Unlock()
 		},
 	})
@@ -76,7 +95,7 @@ func TestDriverErrorPathsKfake(t *testing.T) {
 	go func() { done <- m.Run(rctx) }()
 	defer func() { cancel(); <-done }()
 
-	waitEnds := func(want int64) {
+	waitEnds := func(what string, want int64, also func(ss []Status) bool) {
 		t.Helper()
 		deadline := time.Now().Add(30 * time.Second)
 		for {
@@ -85,32 +104,49 @@ func TestDriverErrorPathsKfake(t *testing.T) {
 			for _, s := range ss {
 				sum += s.LogEndOffset
 			}
-			if len(ss) == 4 && sum == want && m.Ready() {
+			if len(ss) == 4 && sum == want && m.Ready() && also(ss) {
 				return
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("want %d records copied, statuses %+v", want, ss)
+				t.Fatalf("waiting for %s: want %d records copied, statuses %+v", what, want, ss)
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
-	waitEnds(2000)
-	if err := c.MoveTopicPartition("t", 0, nextNode(m, "t", 0)); err != nil {
+	waitEnds("the first records", 2000, func([]Status) bool { return true })
+	from := status(m, "t", 0).Leader
+	to := (from + 1) % 3
+	if err := c.MoveTopicPartition("t", 0, to); err != nil {
 		t.Fatal(err)
 	}
 	produce(400)
-	waitEnds(2400)
+	waitEnds("the records after the hand-off", 2400, func(ss []Status) bool { return ss[0].Leader == to })
+	if s := status(m, "t", 0); s.Leader != to || s.State != "fetching" || !s.Reconciled {
+		t.Fatalf("t-0 moved from broker %d to %d, yet its status says %+v", from, to, s)
+	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
 	done <- nil // for the deferred receive
 
+	mu.Lock()
+	defer mu.Unlock()
 	for _, e := range events {
-		if _, ok := e.(*follower.ConformanceEvent); !ok {
-			t.Fatalf("kfake cannot diverge or delete, yet: %v", e)
+		t.Errorf("kfake cannot diverge, delete or break the protocol's rules, yet: %v", e)
+	}
+	for _, f := range faults {
+		kind := map[kmsg.Key]string{kmsg.Fetch: "fetch", kmsg.OffsetForLeaderEpoch: "offsets_for_leader_epoch"}[f.key]
+		name := kind + " " + f.err.Message
+		if hits := f.h.Hits(); hits != f.count {
+			t.Errorf("%s: installed for %d requests, fired on %d", name, f.count, hits)
+		}
+		// A faulted request answers every partition it carries so.
+		if seen[name] < f.count {
+			t.Errorf("%s fired %d times, yet the driver counted %d partitions so answered (all: %v)", name, f.count, seen[name], seen)
 		}
 	}
+	t.Logf("answers by error: %v", seen)
 	for p := range int32(4) {
 		l, err := storage.Open(dir, "t", p, storage.Options{})
 		if err != nil {
@@ -135,12 +171,12 @@ func TestDriverErrorPathsKfake(t *testing.T) {
 	}
 }
 
-// nextNode names a broker other than the current leader of topic-p.
-func nextNode(m *Manager, topic string, p int32) int32 {
+// status is the status of topic-p, or a zero Status if there is none.
+func status(m *Manager, topic string, p int32) Status {
 	for _, s := range m.Statuses() {
 		if s.Topic == topic && s.Partition == p {
-			return (s.Leader + 1) % 3
+			return s
 		}
 	}
-	return 0
+	return Status{}
 }

@@ -3,10 +3,8 @@ package fetcher
 import (
 	"time"
 
-	"github.com/kfollower/kfollower/follower"
 	"github.com/kfollower/kfollower/storage"
 	"github.com/kfollower/kfollower/wire"
-	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // MaintenanceStats is one partition's periodic maintenance.
@@ -45,34 +43,15 @@ func (w *worker) maintain() {
 		// A flush of a log with nothing unsynced is a no-op; skipping it
 		// keeps the latencies reported those of real fsyncs.
 		if flush && p.log.DurableEnd() < p.log.LogEndOffset() {
-			t0 := time.Now()
+			t0 := cfg.Now()
 			if err := p.log.Flush(); err != nil {
 				cfg.Logger.Warn("flush failed", "partition", p.tp.String(), "err", err)
 				st.Err = err
 			} else {
-				st.Flushed, st.FlushLatency = true, time.Since(t0)
+				st.Flushed, st.FlushLatency = true, cfg.Now().Sub(t0)
 			}
 		}
 		cfg.OnMaintenance(st)
 		w.m.publish(p)
 	}
-}
-
-// epochResult classifies one partition of an OffsetsForLeaderEpoch reply.
-func epochResult(r follower.EpochReply) string {
-	if r.ErrorCode != 0 {
-		return errorName(r.ErrorCode)
-	}
-	if r.Leader.EndOffset < 0 {
-		return "undefined"
-	}
-	return "ok"
-}
-
-// errorName is a Kafka error code's name, e.g. FENCED_LEADER_EPOCH.
-func errorName(code int16) string {
-	if ke, ok := kerr.ErrorForCode(code).(*kerr.Error); ok {
-		return ke.Message
-	}
-	return "UNKNOWN_ERROR_CODE"
 }

@@ -1,0 +1,714 @@
+package fetcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/datadriven"
+	"github.com/kfollower/kfollower/follower"
+	"github.com/kfollower/kfollower/storage"
+	"github.com/kfollower/kfollower/wire"
+	"github.com/kfollower/kfollower/wire/batch"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// TestDriverStories runs the scripts in testdata/, in the style of
+// etcd-io/raft's interaction tests: a Manager and its workers over real
+// logs in a temporary directory, with every broker a fake requester that
+// the script answers. No worker goroutine runs: the story plays each
+// worker's loop itself (orders, Ready, send, receive), so the requests the
+// workers send, the orders they get and the statuses they publish come out
+// in one deterministic order. Regenerate the expected output with
+//
+//	go test ./fetcher -run TestDriverStories -rewrite
+//
+// and read the diff before committing it: it is the behaviour.
+//
+// Commands (see testdata/*.txt for use):
+//
+//	metadata [from=N]                  a Metadata answer, placed by the Manager
+//	  T-P leader=N epoch=N             (one line a partition; leader -1: none)
+//	reply broker=N [error=TEXT]        answer broker N's request in the air
+//	  T-P ...                          (one line a partition; a partition left out is missing)
+//	    Fetch:                 [error=NAME] [records=FIRST-LAST] [epoch=N] [hw=N] [log-start=N]
+//	                           [leader=ID/EPOCH] [diverging=EPOCH@END]
+//	    OffsetsForLeaderEpoch: [error=NAME] epoch=N end=N
+//	    ListOffsets:           [error=NAME] start=N end=N
+//	tick advance=DURATION              move the clock and step Tick everywhere
+//	status                             every partition's published status
+//	shutdown                           end the run: every log must be closed
+//
+// After every command but status, the story runs the Manager and the
+// workers until nothing moves and prints what happened: the orders each
+// worker carried out, the partitions handed back to Run, the requests sent
+// (broker N <- ...), the round trips and appends reported, and events.
+func TestDriverStories(t *testing.T) {
+	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
+		e := newDriverEnv(t)
+		defer e.close()
+		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+			return e.handle(t, d)
+		})
+	})
+}
+
+// driverBase is the fixed start of story time.
+var driverBase = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// call is one request a worker sent, waiting for the script's answer.
+type call struct {
+	broker int32
+	req    kmsg.Request
+	answer chan answer
+}
+
+type answer struct {
+	resp kmsg.Response
+	err  error
+}
+
+// fakeBroker is the requester of one broker: it hands each request to the
+// story and waits for the story's answer, or for its context to end.
+type fakeBroker struct {
+	id    int32
+	calls chan<- call
+}
+
+func (b fakeBroker) Request(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	c := call{broker: b.id, req: req, answer: make(chan answer, 1)}
+	b.calls <- c
+	select {
+	case a := <-c.answer:
+		return a.resp, a.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+type driverEnv struct {
+	m      *Manager
+	ctx    context.Context
+	cancel context.CancelFunc
+	now    time.Time
+	calls  chan call
+	inAir  map[int32]call  // by broker: the request its worker waits on
+	out    strings.Builder // what the Manager's callbacks report
+	// appended sums one worker's appends, reported one partition at a
+	// time in no fixed order.
+	appended appendSum
+	done     bool
+}
+
+func newDriverEnv(t *testing.T) *driverEnv {
+	e := &driverEnv{now: driverBase, calls: make(chan call, 4), inAir: map[int32]call{}}
+	e.ctx, e.cancel = context.WithCancel(context.Background())
+	cfg := Config{
+		DataDir: t.TempDir(),
+		Follow:  func(topic string) bool { return !strings.HasPrefix(topic, "ignored") },
+		Backoff: follower.BackoffPolicy{Base: 100 * time.Millisecond, Max: time.Second},
+		Logger:  slog.New(slog.DiscardHandler),
+		Now:     func() time.Time { return e.now },
+		OnEvent: func(ev follower.Event) { e.printf("event: %v\n", ev) },
+		OnFetch: func(s FetchStats) { e.stats(s) },
+		OnReconciled: func(tp wire.TopicPartition, n int) {
+			e.printf("%s reconciled in %d round trips\n", tp, n)
+		},
+	}
+	e.m = newManager(cfg, nil, func(id int32) requester { return fakeBroker{id: id, calls: e.calls} })
+	e.m.start = func(context.Context, *worker) {} // the story plays each worker's loop
+	return e
+}
+
+func (e *driverEnv) close() {
+	if !e.done {
+		e.shutdown(nil)
+	}
+}
+
+func (e *driverEnv) stats(s FetchStats) {
+	if s.Kind == "append" {
+		// Summed per worker loop: the worker visits its partitions in no
+		// fixed order.
+		if a := &e.appended; a.records > 0 && a.broker != s.Broker {
+			e.printf("")
+		}
+		e.appended.broker = s.Broker
+		e.appended.records += s.Records
+		e.appended.bytes += s.Bytes
+		return
+	}
+	e.printf("broker %d answered %s for %d partitions", s.Broker, s.Kind, s.Partitions)
+	if s.Err != nil {
+		e.printf(": %v", s.Err)
+	}
+	if len(s.Results) > 0 {
+		var rs []string
+		for k, v := range s.Results {
+			rs = append(rs, fmt.Sprintf("%s=%d", k, v))
+		}
+		slices.Sort(rs)
+		e.printf("; %s", strings.Join(rs, " "))
+	}
+	if s.Stale > 0 {
+		e.printf("; %d stale", s.Stale)
+	}
+	e.printf("\n")
+}
+
+type appendSum struct {
+	broker         int32
+	records, bytes int64
+}
+
+// printf adds to the story's output, after the appends summed so far.
+func (e *driverEnv) printf(format string, args ...any) {
+	if a := &e.appended; a.records > 0 || a.bytes > 0 {
+		fmt.Fprintf(&e.out, "broker %d appended %d records (%d bytes)\n", a.broker, a.records, a.bytes)
+		*a = struct {
+			broker         int32
+			records, bytes int64
+		}{}
+	}
+	fmt.Fprintf(&e.out, format, args...)
+}
+
+func (e *driverEnv) handle(t *testing.T, d *datadriven.TestData) string {
+	if e.done && d.Cmd != "status" {
+		d.Fatalf(t, "%s after shutdown", d.Cmd)
+	}
+	switch d.Cmd {
+	case "metadata":
+		from := int32(-1)
+		if d.HasArg("from") {
+			var n int
+			d.ScanArgs(t, "from", &n)
+			from = int32(n)
+		}
+		e.m.placeAll(e.ctx, e.metadata(t, d), from)
+	case "reply":
+		e.reply(t, d)
+	case "tick":
+		var s string
+		d.ScanArgs(t, "advance", &s)
+		dur, err := time.ParseDuration(s)
+		if err != nil {
+			d.Fatalf(t, "advance=%q: %v", s, err)
+		}
+		e.now = e.now.Add(dur)
+		for _, w := range e.workers() {
+			w.tick(e.now)
+		}
+	case "status":
+		return e.status()
+	case "shutdown":
+		e.shutdown(t)
+		return e.flush()
+	default:
+		d.Fatalf(t, "unknown command %q", d.Cmd)
+	}
+	e.settle(t)
+	return e.flush()
+}
+
+func (e *driverEnv) flush() string {
+	e.printf("")
+	s := e.out.String()
+	e.out.Reset()
+	if s == "" {
+		return "(nothing)\n"
+	}
+	return s
+}
+
+// metadata builds a Metadata answer from the input lines; every topic gets
+// a fixed id from its name, and every broker named is listed.
+func (e *driverEnv) metadata(t *testing.T, d *datadriven.TestData) *kmsg.MetadataResponse {
+	resp := kmsg.NewPtrMetadataResponse()
+	topics := map[string]int{}
+	brokers := map[int32]bool{}
+	for _, line := range lines(d) {
+		tp, args := parseLine(t, d, line)
+		leader, epoch := int32(args.int(t, d, "leader", -1)), int32(args.int(t, d, "epoch", 0))
+		if leader >= 0 {
+			brokers[leader] = true
+		}
+		i, ok := topics[tp.Topic]
+		if !ok {
+			mt := kmsg.NewMetadataResponseTopic()
+			mt.Topic = kmsg.StringPtr(tp.Topic)
+			copy(mt.TopicID[:], tp.Topic)
+			i = len(resp.Topics)
+			topics[tp.Topic] = i
+			resp.Topics = append(resp.Topics, mt)
+		}
+		mp := kmsg.NewMetadataResponseTopicPartition()
+		mp.Partition, mp.Leader, mp.LeaderEpoch = tp.Partition, leader, epoch
+		resp.Topics[i].Partitions = append(resp.Topics[i].Partitions, mp)
+	}
+	for _, id := range sortedKeys(brokers) {
+		b := kmsg.NewMetadataResponseBroker()
+		b.NodeID = id
+		resp.Brokers = append(resp.Brokers, b)
+	}
+	return resp
+}
+
+// workers are the Manager's workers that have not ended, by broker id.
+func (e *driverEnv) workers() []*worker {
+	var ws []*worker
+	for _, w := range e.m.workers {
+		ws = append(ws, w)
+	}
+	for _, w := range e.m.stopping {
+		select {
+		case <-w.done:
+		default:
+			ws = append(ws, w)
+		}
+	}
+	slices.SortFunc(ws, func(a, b *worker) int { return int(a.id - b.id) })
+	return ws
+}
+
+// settle plays Run and every worker's loop until nothing moves: Run takes
+// the partitions handed back; each worker carries out its orders, its
+// partitions' Ready, and sends its next request.
+func (e *driverEnv) settle(t *testing.T) {
+	for {
+		moved := false
+		if hs := peek(e.m.handbacks); len(hs) > 0 {
+			for _, h := range hs {
+				e.printf("run <- %s handed back\n", h.tp)
+			}
+			e.m.takeHandbacks(e.ctx)
+			moved = true
+		}
+		for _, w := range e.workers() {
+			for _, o := range w.orders.take() {
+				moved = true
+				e.printf("broker %d <- %s\n", w.id, describeOrder(o))
+				if w.handle(o, e.now) {
+					e.stop(t, w)
+					break
+				}
+			}
+			if e.stopped(w) {
+				continue
+			}
+			w.processAll(e.now)
+			if w.flight == nil {
+				w.send(e.ctx)
+				if w.flight != nil {
+					c := e.await(t)
+					e.inAir[c.broker] = c
+					e.printf("broker %d <- %s\n", c.broker, describeRequest(c.req))
+					moved = true
+				}
+			}
+		}
+		select {
+		case <-e.m.refresh:
+			e.printf("run: metadata refresh asked for\n")
+		default:
+		}
+		if !moved {
+			return
+		}
+	}
+}
+
+func (e *driverEnv) stopped(w *worker) bool {
+	select {
+	case <-w.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// stop ends a worker as run does on opQuit or at the end: its request in
+// the air is cancelled and comes back, then done closes.
+func (e *driverEnv) stop(t *testing.T, w *worker) {
+	if c, ok := e.inAir[w.id]; ok && w.flight != nil {
+		c.answer <- answer{err: context.Canceled}
+		delete(e.inAir, w.id)
+		e.printf("broker %d: %s in the air given up\n", w.id, kmsg.NameForKey(c.req.Key()))
+	}
+	e.landOrFail(t, w)
+	close(w.done)
+	e.printf("broker %d: worker ended\n", w.id)
+}
+
+func (e *driverEnv) landOrFail(t *testing.T, w *worker) {
+	if w.flight == nil {
+		return
+	}
+	select {
+	case <-w.flights:
+		w.flight = nil
+	case <-time.After(10 * time.Second):
+		if t != nil {
+			t.Fatalf("broker %d: the request in the air never came back", w.id)
+		}
+	}
+}
+
+// await returns the request a worker just sent.
+func (e *driverEnv) await(t *testing.T) call {
+	select {
+	case c := <-e.calls:
+		return c
+	case <-time.After(10 * time.Second):
+		t.Fatal("a worker started a request that never reached its broker")
+		return call{}
+	}
+}
+
+// reply answers broker N's request in the air and lets its worker receive
+// the answer, as run does when its flight lands.
+func (e *driverEnv) reply(t *testing.T, d *datadriven.TestData) {
+	var id int
+	d.ScanArgs(t, "broker", &id)
+	c, ok := e.inAir[int32(id)]
+	if !ok {
+		d.Fatalf(t, "broker %d has no request in the air", id)
+	}
+	delete(e.inAir, int32(id))
+	var w *worker
+	for _, x := range e.workers() {
+		if x.id == int32(id) && x.flight != nil {
+			w = x
+		}
+	}
+	if w == nil {
+		d.Fatalf(t, "no worker of broker %d waits for an answer", id)
+	}
+	if d.HasArg("error") {
+		var s string
+		d.ScanArgs(t, "error", &s)
+		c.answer <- answer{err: errors.New(s)}
+	} else {
+		switch req := c.req.(type) {
+		case *kmsg.FetchRequest:
+			c.answer <- answer{resp: fetchResponse(t, d)}
+		case *kmsg.OffsetForLeaderEpochRequest:
+			c.answer <- answer{resp: epochResponse(t, d)}
+		case *kmsg.ListOffsetsRequest:
+			// Two requests in a row, EARLIEST then LATEST.
+			c.answer <- answer{resp: listResponse(t, d, "start")}
+			next := e.await(t)
+			if _, ok := next.req.(*kmsg.ListOffsetsRequest); !ok || next.broker != c.broker {
+				d.Fatalf(t, "after ListOffsets EARLIEST, broker %d got %s", next.broker, describeRequest(next.req))
+			}
+			next.answer <- answer{resp: listResponse(t, d, "end")}
+		default:
+			d.Fatalf(t, "cannot answer %T", req)
+		}
+	}
+	select {
+	case f := <-w.flights:
+		w.flight = nil
+		w.receive(f)
+	case <-time.After(10 * time.Second):
+		t.Fatalf("broker %d: the answer never reached the worker", id)
+	}
+}
+
+// shutdown ends the run as Run does when its context ends: every worker
+// stops after its request in the air comes back, then Manager.shutdown
+// closes the logs. Every partition opened must be closed, wherever it was.
+func (e *driverEnv) shutdown(t *testing.T) {
+	e.done = true
+	held := map[*part]string{}
+	for _, w := range e.workers() {
+		for _, p := range w.parts {
+			held[p] = fmt.Sprintf("with broker %d", w.id)
+		}
+		for _, o := range peek(w.orders) {
+			if o.op == opAdopt {
+				held[o.p] = fmt.Sprintf("in broker %d's mailbox", w.id)
+			}
+		}
+	}
+	for _, h := range peek(e.m.handbacks) {
+		if h.p != nil {
+			held[h.p] = "handed back to run"
+		}
+	}
+	for _, p := range e.m.parked {
+		held[p] = "parked"
+	}
+	e.cancel()
+	for _, w := range e.workers() {
+		if c, ok := e.inAir[w.id]; ok {
+			delete(e.inAir, w.id)
+			e.printf("broker %d: %s in the air given up\n", w.id, kmsg.NameForKey(c.req.Key()))
+		}
+		e.landOrFail(t, w)
+		close(w.done)
+	}
+	e.m.shutdown(func() {})
+	var lines []string
+	for p, where := range held {
+		state := "closed"
+		if err := p.log.Flush(); !errors.Is(err, storage.ErrClosed) {
+			state = "NOT CLOSED"
+			if t != nil {
+				t.Errorf("%s (%s) was not closed at shutdown", p.tp, where)
+			}
+		}
+		lines = append(lines, fmt.Sprintf("%s %s (%s)\n", p.tp, state, where))
+	}
+	if n := len(e.m.Statuses()); len(held) != n && t != nil {
+		t.Errorf("found %d partitions to close, but %d are followed", len(held), n)
+	}
+	slices.Sort(lines)
+	for _, l := range lines {
+		e.printf("%s", l)
+	}
+}
+
+func (e *driverEnv) status() string {
+	var b strings.Builder
+	for _, s := range e.m.Statuses() {
+		fmt.Fprintf(&b, "%s-%d %s leader=%d epoch=%d log=%d..%d hw=%d", s.Topic, s.Partition, s.State, s.Leader, s.LeaderEpoch,
+			s.LogStartOffset, s.LogEndOffset, s.HighWatermark)
+		if s.Reconciled {
+			b.WriteString(" reconciled")
+		}
+		if s.StaleReplies > 0 {
+			fmt.Fprintf(&b, " stale=%d", s.StaleReplies)
+		}
+		if s.Error != "" {
+			fmt.Fprintf(&b, " error=%q", s.Error)
+		}
+		b.WriteString("\n")
+	}
+	if b.Len() == 0 {
+		return "(none)\n"
+	}
+	return b.String()
+}
+
+func describeOrder(o order) string {
+	switch o.op {
+	case opAdopt:
+		return fmt.Sprintf("adopt %s (leader %d, epoch %d)", o.tp, o.lc.Leader, o.lc.LeaderEpoch)
+	case opLeader:
+		return fmt.Sprintf("leader %s (leader %d, epoch %d)", o.tp, o.lc.Leader, o.lc.LeaderEpoch)
+	case opRelease:
+		return fmt.Sprintf("release %s", o.tp)
+	case opQuit:
+		return "quit"
+	}
+	return fmt.Sprintf("order %d", o.op)
+}
+
+// describeRequest prints a request as the broker would read it.
+func describeRequest(r kmsg.Request) string {
+	var parts []string
+	switch r := r.(type) {
+	case *kmsg.FetchRequest:
+		for _, t := range r.Topics {
+			for _, p := range t.Partitions {
+				parts = append(parts, fmt.Sprintf("%s-%d@%d fence=%d last=%d", t.Topic, p.Partition, p.FetchOffset, p.CurrentLeaderEpoch, p.LastFetchedEpoch))
+			}
+		}
+	case *kmsg.OffsetForLeaderEpochRequest:
+		for _, t := range r.Topics {
+			for _, p := range t.Partitions {
+				parts = append(parts, fmt.Sprintf("%s-%d epoch=%d fence=%d", t.Topic, p.Partition, p.LeaderEpoch, p.CurrentLeaderEpoch))
+			}
+		}
+	case *kmsg.ListOffsetsRequest:
+		for _, t := range r.Topics {
+			for _, p := range t.Partitions {
+				parts = append(parts, fmt.Sprintf("%s-%d ts=%d fence=%d", t.Topic, p.Partition, p.Timestamp, p.CurrentLeaderEpoch))
+			}
+		}
+	}
+	return kmsg.NameForKey(r.Key()) + " " + strings.Join(parts, ", ")
+}
+
+func fetchResponse(t *testing.T, d *datadriven.TestData) *kmsg.FetchResponse {
+	resp := kmsg.NewPtrFetchResponse()
+	for _, line := range lines(d) {
+		tp, args := parseLine(t, d, line)
+		p := kmsg.NewFetchResponseTopicPartition()
+		p.Partition = tp.Partition
+		p.ErrorCode = args.code(t, d)
+		unknown := int64(0)
+		if p.ErrorCode != 0 {
+			unknown = -1 // as a broker answers an error (createLogReadResult)
+		}
+		p.HighWatermark = args.int(t, d, "hw", unknown)
+		p.LogStartOffset = args.int(t, d, "log-start", unknown)
+		if s, ok := args["records"]; ok {
+			first, last, ok := strings.Cut(s, "-")
+			f, err1 := strconv.ParseInt(first, 10, 64)
+			l, err2 := strconv.ParseInt(last, 10, 64)
+			if !ok || err1 != nil || err2 != nil || l < f {
+				d.Fatalf(t, "records=%q: want FIRST-LAST", s)
+			}
+			p.RecordBatches = batch.BuildRun(f, int32(args.int(t, d, "epoch", 0)), 1, int(l-f+1))
+		}
+		if s, ok := args["leader"]; ok {
+			id, ep, ok := strings.Cut(s, "/")
+			i, err1 := strconv.Atoi(id)
+			e, err2 := strconv.Atoi(ep)
+			if !ok || err1 != nil || err2 != nil {
+				d.Fatalf(t, "leader=%q: want ID/EPOCH", s)
+			}
+			p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = int32(i), int32(e)
+		}
+		if s, ok := args["diverging"]; ok {
+			ep, end, ok := strings.Cut(s, "@")
+			e, err1 := strconv.Atoi(ep)
+			o, err2 := strconv.ParseInt(end, 10, 64)
+			if !ok || err1 != nil || err2 != nil {
+				d.Fatalf(t, "diverging=%q: want EPOCH@END", s)
+			}
+			p.DivergingEpoch.Epoch, p.DivergingEpoch.EndOffset = int32(e), o
+		}
+		addTopic(&resp.Topics, tp.Topic, func(rt *kmsg.FetchResponseTopic) { rt.Partitions = append(rt.Partitions, p) },
+			func(name string) kmsg.FetchResponseTopic {
+				rt := kmsg.NewFetchResponseTopic()
+				rt.Topic = name
+				return rt
+			}, func(rt kmsg.FetchResponseTopic) string { return rt.Topic })
+	}
+	return resp
+}
+
+func epochResponse(t *testing.T, d *datadriven.TestData) *kmsg.OffsetForLeaderEpochResponse {
+	resp := kmsg.NewPtrOffsetForLeaderEpochResponse()
+	for _, line := range lines(d) {
+		tp, args := parseLine(t, d, line)
+		p := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
+		p.Partition = tp.Partition
+		p.ErrorCode = args.code(t, d)
+		p.LeaderEpoch = int32(args.int(t, d, "epoch", -1))
+		p.EndOffset = args.int(t, d, "end", -1)
+		addTopic(&resp.Topics, tp.Topic, func(rt *kmsg.OffsetForLeaderEpochResponseTopic) { rt.Partitions = append(rt.Partitions, p) },
+			func(name string) kmsg.OffsetForLeaderEpochResponseTopic {
+				rt := kmsg.NewOffsetForLeaderEpochResponseTopic()
+				rt.Topic = name
+				return rt
+			}, func(rt kmsg.OffsetForLeaderEpochResponseTopic) string { return rt.Topic })
+	}
+	return resp
+}
+
+// listResponse answers one ListOffsets half with each line's key (start
+// for EARLIEST, end for LATEST).
+func listResponse(t *testing.T, d *datadriven.TestData, key string) *kmsg.ListOffsetsResponse {
+	resp := kmsg.NewPtrListOffsetsResponse()
+	for _, line := range lines(d) {
+		tp, args := parseLine(t, d, line)
+		p := kmsg.NewListOffsetsResponseTopicPartition()
+		p.Partition = tp.Partition
+		p.ErrorCode = args.code(t, d)
+		p.Offset = args.int(t, d, key, -1)
+		addTopic(&resp.Topics, tp.Topic, func(rt *kmsg.ListOffsetsResponseTopic) { rt.Partitions = append(rt.Partitions, p) },
+			func(name string) kmsg.ListOffsetsResponseTopic {
+				rt := kmsg.NewListOffsetsResponseTopic()
+				rt.Topic = name
+				return rt
+			}, func(rt kmsg.ListOffsetsResponseTopic) string { return rt.Topic })
+	}
+	return resp
+}
+
+// addTopic runs add on topic's entry of *topics, making it first if needed.
+func addTopic[T any](topics *[]T, topic string, add func(*T), mk func(string) T, name func(T) string) {
+	for i := range *topics {
+		if name((*topics)[i]) == topic {
+			add(&(*topics)[i])
+			return
+		}
+	}
+	*topics = append(*topics, mk(topic))
+	add(&(*topics)[len(*topics)-1])
+}
+
+func lines(d *datadriven.TestData) []string {
+	var out []string
+	for line := range strings.SplitSeq(d.Input, "\n") {
+		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+type lineArgs map[string]string
+
+// parseLine reads "TOPIC-PARTITION key=value ...".
+func parseLine(t *testing.T, d *datadriven.TestData, line string) (wire.TopicPartition, lineArgs) {
+	fields := strings.Fields(line)
+	i := strings.LastIndex(fields[0], "-")
+	p, err := strconv.Atoi(fields[0][i+1:])
+	if i <= 0 || err != nil {
+		d.Fatalf(t, "%q: want TOPIC-PARTITION first", line)
+	}
+	args := lineArgs{}
+	for _, f := range fields[1:] {
+		k, v, ok := strings.Cut(f, "=")
+		if !ok {
+			d.Fatalf(t, "%q: want key=value, got %q", line, f)
+		}
+		args[k] = v
+	}
+	return wire.TopicPartition{Topic: fields[0][:i], Partition: int32(p)}, args
+}
+
+func (a lineArgs) int(t *testing.T, d *datadriven.TestData, key string, def int64) int64 {
+	s, ok := a[key]
+	if !ok {
+		return def
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		d.Fatalf(t, "%s=%q: %v", key, s, err)
+	}
+	return n
+}
+
+// code is the error=NAME of a line as a Kafka error code, 0 if none.
+func (a lineArgs) code(t *testing.T, d *datadriven.TestData) int16 {
+	name, ok := a["error"]
+	if !ok {
+		return 0
+	}
+	for c := int16(-1); c < 200; c++ {
+		if ke, ok := kerr.ErrorForCode(c).(*kerr.Error); ok && ke.Message == name {
+			return c
+		}
+	}
+	d.Fatalf(t, "error=%q: no such Kafka error", name)
+	return 0
+}
+
+// peek returns what b holds without taking it.
+func peek[T any](b *mailbox[T]) []T {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.items)
+}
+
+func sortedKeys(m map[int32]bool) []int32 {
+	var ks []int32
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}

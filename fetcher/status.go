@@ -1,0 +1,95 @@
+package fetcher
+
+import (
+	"sort"
+
+	"github.com/kfollower/kfollower/follower"
+	"github.com/kfollower/kfollower/wire"
+)
+
+// Status is one partition's state for /status and metrics.
+type Status struct {
+	Topic                string                    `json:"topic"`
+	Partition            int32                     `json:"partition"`
+	State                string                    `json:"state"`
+	Leader               int32                     `json:"leader"`
+	LeaderEpoch          int32                     `json:"leader_epoch"`
+	LocalEpoch           int32                     `json:"local_epoch"`
+	LogStartOffset       int64                     `json:"log_start_offset"`
+	LogEndOffset         int64                     `json:"log_end_offset"`
+	HighWatermark        int64                     `json:"high_watermark"`
+	Lag                  int64                     `json:"lag"`
+	Reconciled           bool                      `json:"reconciled"`
+	Error                string                    `json:"error,omitempty"`
+	LastTruncation       *follower.TruncationEvent `json:"last_truncation,omitempty"`
+	LeaderLogStartOffset int64                     `json:"leader_log_start_offset"`
+	SizeBytes            int64                     `json:"size_bytes"` // the local log's segment bytes
+	Segments             int                       `json:"segments"`
+	// StaleReplies counts the replies the state machine discarded: no
+	// longer the request in flight (follower.ErrStale: a new leader epoch,
+	// a backoff, a hand-off) or the partition had stopped.
+	StaleReplies int64 `json:"stale_replies"`
+}
+
+// publish records p's status; called by p's owner.
+func (m *Manager) publish(p *part) {
+	st := p.sm.Status()
+	s := Status{
+		Topic: p.tp.Topic, Partition: p.tp.Partition, State: st.State.String(),
+		Leader: st.Leader, LeaderEpoch: st.LeaderEpoch, LocalEpoch: -1,
+		LogStartOffset: p.log.LogStartOffset(), LogEndOffset: p.log.LogEndOffset(),
+		HighWatermark: st.HighWatermark, Reconciled: p.reconciled,
+		LastTruncation: p.lastTruncation, LeaderLogStartOffset: st.LeaderLogStartOffset,
+		SizeBytes: p.log.Size(), Segments: len(p.log.Segments()), StaleReplies: p.staleReplies,
+	}
+	if e, ok := p.log.LatestEpoch(); ok {
+		s.LocalEpoch = e
+	}
+	if st.HighWatermark >= 0 {
+		s.Lag = max(st.HighWatermark-s.LogEndOffset, 0)
+	}
+	if st.LastError != nil {
+		s.Error = st.LastError.Error()
+	}
+	m.setStatus(p.tp, s)
+}
+
+func (m *Manager) setStatus(tp wire.TopicPartition, s Status) {
+	m.mu.Lock()
+	m.statuses[tp] = s
+	m.mu.Unlock()
+}
+
+// Statuses returns every followed partition's latest status, sorted. Safe to
+// call from any goroutine.
+func (m *Manager) Statuses() []Status {
+	m.mu.Lock()
+	out := make([]Status, 0, len(m.statuses))
+	for _, s := range m.statuses {
+		out = append(out, s)
+	}
+	m.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Topic != out[j].Topic {
+			return out[i].Topic < out[j].Topic
+		}
+		return out[i].Partition < out[j].Partition
+	})
+	return out
+}
+
+// Ready reports whether metadata has been read and every followed partition
+// has been reconciled with its leader at least once.
+func (m *Manager) Ready() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.loaded {
+		return false
+	}
+	for _, s := range m.statuses {
+		if !s.Reconciled {
+			return false
+		}
+	}
+	return true
+}
