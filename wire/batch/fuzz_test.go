@@ -2,6 +2,8 @@ package batch
 
 import (
 	"bytes"
+	"maps"
+	"slices"
 	"testing"
 )
 
@@ -10,14 +12,10 @@ import (
 // input; batches are contiguous and each one passes Check on its own;
 // rescanning the valid prefix gives the same batches and no error or tail.
 func FuzzScan(f *testing.F) {
-	b1 := Build(Spec{BaseOffset: 0, Epoch: 1, Records: 2})
-	b2 := Build(Spec{BaseOffset: 2, Epoch: 3, Records: 1, Control: true, ProducerID: 1})
-	run := append(bytes.Clone(b1), b2...)
-	f.Add([]byte{})
-	f.Add(b1)
-	f.Add(run)
-	f.Add(run[:len(run)-3])
-	f.Add(append(bytes.Clone(b1), make([]byte, 20)...))
+	seeds := scanSeeds()
+	for _, name := range slices.Sorted(maps.Keys(seeds)) {
+		f.Add(seeds[name])
+	}
 	f.Fuzz(func(t *testing.T, in []byte) {
 		s := NewScanner(in)
 		var got [][]byte

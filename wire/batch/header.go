@@ -7,7 +7,7 @@ import (
 )
 
 // Sizes and positions of the record-batch v2 header, as in Kafka's
-// DefaultRecordBatch.java and Records.java (kafka-internals.md §5.3).
+// DefaultRecordBatch.java and Records.java (docs/kafka.md §9.1).
 const (
 	// LogOverhead is the baseOffset and batchLength prefix (Records.LOG_OVERHEAD).
 	LogOverhead = 12
