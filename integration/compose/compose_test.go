@@ -145,7 +145,7 @@ func TestCompose(t *testing.T) {
 
 	t.Run("LeaderKilled", func(t *testing.T) {
 		before := scrape(t)
-		leader := leaderOf(t, adm, "orders", 0)
+		leader := mustLeaderOf(t, adm, "orders", 0)
 		service := fmt.Sprintf("kafka-%d", leader)
 		ctr := containerID(t, service)
 		t.Logf("orders-0's leader is node %d (%s, container %.12s)", leader, service, ctr)
@@ -157,22 +157,26 @@ func TestCompose(t *testing.T) {
 		acked := make(chan int, 1)
 		go func() { acked <- produceUntil(ctx, cl, "orders") }()
 		waitFor(t, "records produced before the kill", time.Minute, func() error {
-			if n := leaderEnd(t, adm, "orders") - int64(produced["orders"]); n < 1000 {
-				return fmt.Errorf("%d new records so far", n)
+			end, err := leaderEnd(adm, "orders")
+			if n := end - int64(produced["orders"]); err != nil || n < 1000 {
+				return fmt.Errorf("%d new records so far (%v)", n, err)
 			}
 			return nil
 		})
 		docker(t, "kill", ctr)
+		var atFailover int64
 		waitFor(t, "orders-0 led by another node", time.Minute, func() error {
-			if l := leaderOf(t, adm, "orders", 0); l == leader || l < 0 {
-				return fmt.Errorf("leader %d", l)
+			l, err := leaderOf(adm, "orders", 0)
+			if err != nil || l == leader || l < 0 {
+				return fmt.Errorf("leader %d (%v)", l, err)
 			}
-			return nil
+			atFailover, err = leaderEnd(adm, "orders")
+			return err
 		})
-		atFailover := leaderEnd(t, adm, "orders")
 		waitFor(t, "records produced after the failover", time.Minute, func() error {
-			if n := leaderEnd(t, adm, "orders") - atFailover; n < 1000 {
-				return fmt.Errorf("%d new records so far", n)
+			end, err := leaderEnd(adm, "orders")
+			if n := end - atFailover; err != nil || n < 1000 {
+				return fmt.Errorf("%d new records so far (%v)", n, err)
 			}
 			return nil
 		})
@@ -229,7 +233,7 @@ func TestCompose(t *testing.T) {
 			return nil
 		})
 		waitFor(t, fmt.Sprintf("node %d back in every ISR", leader), 2*time.Minute, func() error {
-			return inAllISRs(t, adm, leader, "orders", "audit")
+			return inAllISRs(adm, leader, "orders", "audit")
 		})
 		waitCaughtUp(t, adm, []string{"orders", "audit"})
 		verifyAll(t, 4)
@@ -366,21 +370,38 @@ func produceUntil(ctx context.Context, cl *kgo.Client, topic string) int {
 	return acked
 }
 
-func leaderOf(t *testing.T, adm *kadm.Client, topic string, p int32) int32 {
-	t.Helper()
-	md, err := adm.Metadata(ctxT(t, 30*time.Second), topic)
+// leaderOf is topic-p's leader; errors (a broker just killed) are for
+// waitFor to retry.
+func leaderOf(adm *kadm.Client, topic string, p int32) (int32, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	md, err := adm.Metadata(ctx, topic)
 	if err != nil {
-		t.Fatalf("metadata of %s: %v", topic, err)
+		return -1, fmt.Errorf("metadata of %s: %w", topic, err)
 	}
 	pd, ok := md.Topics[topic].Partitions[p]
 	if !ok {
-		t.Fatalf("metadata names no %s-%d", topic, p)
+		return -1, fmt.Errorf("metadata names no %s-%d", topic, p)
 	}
-	return pd.Leader
+	if pd.Err != nil {
+		return -1, fmt.Errorf("metadata of %s-%d: %w", topic, p, pd.Err)
+	}
+	return pd.Leader, nil
 }
 
-func inAllISRs(t *testing.T, adm *kadm.Client, node int32, topics ...string) error {
-	md, err := adm.Metadata(ctxT(t, 30*time.Second), topics...)
+func mustLeaderOf(t *testing.T, adm *kadm.Client, topic string, p int32) int32 {
+	t.Helper()
+	l, err := leaderOf(adm, topic, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func inAllISRs(adm *kadm.Client, node int32, topics ...string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	md, err := adm.Metadata(ctx, topics...)
 	if err != nil {
 		return err
 	}
@@ -399,33 +420,40 @@ func inAllISRs(t *testing.T, adm *kadm.Client, node int32, topics ...string) err
 }
 
 // leaderEnds are the leaders' high watermarks (ListOffsets latest, as a
-// consumer sees them).
-func leaderEnds(t *testing.T, adm *kadm.Client, topics ...string) map[string]map[int32]int64 {
-	t.Helper()
-	ends, err := adm.ListEndOffsets(ctxT(t, 30*time.Second), topics...)
+// consumer sees them); errors (around a failover) are for waitFor to retry.
+func leaderEnds(adm *kadm.Client, topics ...string) (map[string]map[int32]int64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ends, err := adm.ListEndOffsets(ctx, topics...)
 	if err != nil {
-		t.Fatalf("listing end offsets of %v: %v", topics, err)
+		return nil, fmt.Errorf("listing end offsets of %v: %w", topics, err)
 	}
 	out := map[string]map[int32]int64{}
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Err != nil {
-			t.Fatalf("end offset of %s-%d: %v", o.Topic, o.Partition, o.Err)
+	for _, ps := range ends {
+		for _, o := range ps {
+			if o.Err != nil {
+				return nil, fmt.Errorf("end offset of %s-%d: %w", o.Topic, o.Partition, o.Err)
+			}
+			if out[o.Topic] == nil {
+				out[o.Topic] = map[int32]int64{}
+			}
+			out[o.Topic][o.Partition] = o.Offset
 		}
-		if out[o.Topic] == nil {
-			out[o.Topic] = map[int32]int64{}
-		}
-		out[o.Topic][o.Partition] = o.Offset
-	})
-	return out
+	}
+	return out, nil
 }
 
-func leaderEnd(t *testing.T, adm *kadm.Client, topic string) int64 {
-	t.Helper()
+// leaderEnd is the sum of topic's high watermarks.
+func leaderEnd(adm *kadm.Client, topic string) (int64, error) {
+	ends, err := leaderEnds(adm, topic)
+	if err != nil {
+		return 0, err
+	}
 	var sum int64
-	for _, o := range leaderEnds(t, adm, topic)[topic] {
+	for _, o := range ends[topic] {
 		sum += o
 	}
-	return sum
+	return sum, nil
 }
 
 // sameBytes compares kfollower's copy of topic-p with its leader's log
@@ -433,7 +461,7 @@ func leaderEnd(t *testing.T, adm *kadm.Client, topic string) int64 {
 // (every segment's bytes, in offset order) must be equal.
 func sameBytes(t *testing.T, adm *kadm.Client, topic string, p int32, st status) {
 	t.Helper()
-	leader := leaderOf(t, adm, topic, p)
+	leader := mustLeaderOf(t, adm, topic, p)
 	ctr := containerID(t, fmt.Sprintf("kafka-%d", leader))
 	dir := t.TempDir()
 	name := fmt.Sprintf("%s-%d", topic, p)
@@ -520,7 +548,10 @@ func waitCaughtUp(t *testing.T, adm *kadm.Client, topics []string) status {
 	t.Helper()
 	var st status
 	waitFor(t, fmt.Sprintf("kfollower caught up with %v", topics), 3*time.Minute, func() error {
-		ends := leaderEnds(t, adm, topics...)
+		ends, err := leaderEnds(adm, topics...)
+		if err != nil {
+			return err
+		}
 		st = getStatus(t)
 		if !st.Ready {
 			return errors.New("/status not ready")
