@@ -1,6 +1,8 @@
 # kfollower, as the docker-compose.yml "kfollower" service builds it.
 #   docker build -t kfollower .
 #   docker run --rm kfollower run --help
+# Needs golang and distroless from a registry; without one, deploy/images/build
+# makes the same image from a binary built on the host.
 FROM golang:1.26 AS build
 WORKDIR /src
 COPY go.mod go.sum ./

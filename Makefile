@@ -6,6 +6,7 @@ PKGS        := ./...
 INTEGRATION := ./integration/...
 
 .PHONY: test test-unit test-integration lint fmt build demo
+.PHONY: test-compose
 
 build:
 	$(GO) build ./...
@@ -36,3 +37,9 @@ demo:
 	$(GO) build -o bin/kfollower ./cmd/kfollower
 	$(GO) build -o bin/kfollower-demo ./integration/demo
 	./bin/kfollower-demo --kfollower bin/kfollower $(DEMO_FLAGS)
+
+# docker-compose.yml for real, on a docker daemon of its own (root; installs
+# docker.io if missing, builds local images, stops everything at the end):
+# integration/compose/run. Not part of `make test`.
+test-compose:
+	integration/compose/run
