@@ -96,14 +96,6 @@ func (m *clusterMeta) lookup(tp topicPartition) (partitionMeta, error) {
 	return pm, nil
 }
 
-// retriable reports partition errors that a fresh Metadata answer (a
-// leader move, a new epoch, KIP-320) can cure.
-func retriable(err error) bool {
-	return errors.Is(err, kerr.NotLeaderForPartition) || errors.Is(err, kerr.FencedLeaderEpoch) ||
-		errors.Is(err, kerr.UnknownLeaderEpoch) || errors.Is(err, kerr.LeaderNotAvailable) ||
-		errors.Is(err, kerr.ReplicaNotAvailable)
-}
-
 // backoff waits d or until ctx ends.
 func backoff(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)

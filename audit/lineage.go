@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kfollower/kfollower/storage"
+	"github.com/kfollower/kfollower/wire"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -171,7 +172,7 @@ func walkLineages(ctx context.Context, cl *kgo.Client, tps []topicPartition, met
 		walkOnce(ctx, cl, todo, meta, out)
 		var again []topicPartition
 		for _, tp := range todo {
-			if l := out[tp]; l.err != nil && retriable(l.err) && attempt < 4 {
+			if l := out[tp]; l.err != nil && wire.RetryAfterMetadata(l.err) && attempt < 4 {
 				again = append(again, tp)
 			}
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kfollower/kfollower/storage"
+	"github.com/kfollower/kfollower/wire"
 	"github.com/kfollower/kfollower/wire/batch"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -521,7 +522,7 @@ func (s *leaderStream) run(ctx context.Context, offset, stopAt int64) {
 				err = fmt.Errorf("fetching %s at %d from broker %d: %w", tp, offset, pm.leader, err)
 			}
 		}
-		if err != nil && retriable(err) && retries < 5 && ctx.Err() == nil {
+		if err != nil && wire.RetryAfterMetadata(err) && retries < 5 && ctx.Err() == nil {
 			// The leader moved (KIP-320 fence): compare with the new one.
 			retries++
 			if backoff(ctx, time.Duration(retries)*200*time.Millisecond) != nil {
