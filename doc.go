@@ -13,6 +13,7 @@
 //	cmd/kfollower  the command: flags, config, signals, wiring, HTTP
 //	metrics        Prometheus collectors (may see fetcher's typed observations)
 //	audit          verify, lineage, lost list and replay against a cluster
+//	cluster        the tools' one-shot requests to a cluster (Metadata, Fetch, ...)
 //	fetcher        the I/O driver: one goroutine per leader broker
 //	wire           Kafka requests and answers: kmsg ⇄ wire's small structs
 //	follower       the per-partition state machine (pure: no I/O, no clock)

@@ -1,15 +1,18 @@
 package audit
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/kfollower/kfollower/cluster"
 	"github.com/kfollower/kfollower/storage"
 	"github.com/kfollower/kfollower/wire"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -144,8 +147,8 @@ type leaderLineage struct {
 // the next question of every partition it leads. A partition whose
 // leader moved (FENCED/UNKNOWN_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER) is
 // walked again from the start with fresh Metadata, a few times.
-func walkLineages(ctx context.Context, cl *kgo.Client, tps []topicPartition, meta *clusterMeta) map[topicPartition]*leaderLineage {
-	out := map[topicPartition]*leaderLineage{}
+func walkLineages(ctx context.Context, cl *kgo.Client, tps []wire.TopicPartition, meta *cluster.Metadata) map[wire.TopicPartition]*leaderLineage {
+	out := map[wire.TopicPartition]*leaderLineage{}
 	todo := tps
 	for attempt := 0; len(todo) > 0; attempt++ {
 		if attempt > 0 {
@@ -160,7 +163,7 @@ func walkLineages(ctx context.Context, cl *kgo.Client, tps []topicPartition, met
 					names = append(names, tp.Topic)
 				}
 			}
-			m, err := loadMetadata(ctx, cl, names)
+			m, err := cluster.LoadMetadata(ctx, cl, names)
 			if err != nil {
 				for _, tp := range todo {
 					out[tp].err = err
@@ -170,7 +173,7 @@ func walkLineages(ctx context.Context, cl *kgo.Client, tps []topicPartition, met
 			meta = m
 		}
 		walkOnce(ctx, cl, todo, meta, out)
-		var again []topicPartition
+		var again []wire.TopicPartition
 		for _, tp := range todo {
 			if l := out[tp]; l.err != nil && wire.RetryAfterMetadata(l.err) && attempt < 4 {
 				again = append(again, tp)
@@ -181,52 +184,52 @@ func walkLineages(ctx context.Context, cl *kgo.Client, tps []topicPartition, met
 	return out
 }
 
-func walkOnce(ctx context.Context, cl *kgo.Client, tps []topicPartition, meta *clusterMeta, out map[topicPartition]*leaderLineage) {
-	walks := map[topicPartition]*epochWalk{}
-	queries := map[int32][]epochQuery{}
+func walkOnce(ctx context.Context, cl *kgo.Client, tps []wire.TopicPartition, meta *cluster.Metadata, out map[wire.TopicPartition]*leaderLineage) {
+	walks := map[wire.TopicPartition]*epochWalk{}
+	queries := map[int32][]cluster.Query{}
 	for _, tp := range tps {
 		l := &leaderLineage{leader: -1, logStart: -1, logEnd: -1}
 		out[tp] = l
-		pm, err := meta.lookup(tp)
+		pm, err := meta.Lookup(tp)
 		if err != nil {
 			l.err = err
 			continue
 		}
-		l.leader, l.leaderEpoch = pm.leader, pm.leaderEpoch
-		queries[pm.leader] = append(queries[pm.leader], epochQuery{tp: tp, currentEpoch: pm.leaderEpoch})
+		l.leader, l.leaderEpoch = pm.Leader, pm.LeaderEpoch
+		queries[pm.Leader] = append(queries[pm.Leader], cluster.Query{TP: tp, CurrentEpoch: pm.LeaderEpoch})
 	}
 	// The log start, for the start of epoch 0 (see finishAtZero).
-	for tp, a := range listStartOffsets(ctx, cl, queries) {
+	for tp, a := range cluster.LogStartOffsets(ctx, cl, queries) {
 		l := out[tp]
 		if l == nil || l.err != nil {
 			continue
 		}
-		if a.err != nil {
-			l.err = a.err
+		if a.Err != nil {
+			l.err = a.Err
 			continue
 		}
-		l.logStart = a.endOffset
-		walks[tp] = newEpochWalk(l.leaderEpoch, a.endOffset)
+		l.logStart = a.Offset
+		walks[tp] = newEpochWalk(l.leaderEpoch, a.Offset)
 	}
 	for {
-		byBroker := map[int32][]epochQuery{}
+		byBroker := map[int32][]cluster.Query{}
 		for tp, w := range walks {
 			if e, ok := w.ask(); ok {
 				l := out[tp]
-				byBroker[l.leader] = append(byBroker[l.leader], epochQuery{tp: tp, currentEpoch: l.leaderEpoch, epoch: e})
+				byBroker[l.leader] = append(byBroker[l.leader], cluster.Query{TP: tp, CurrentEpoch: l.leaderEpoch, Epoch: e})
 			}
 		}
 		if len(byBroker) == 0 {
 			break
 		}
-		for tp, a := range offsetsForLeaderEpoch(ctx, cl, byBroker) {
+		for tp, a := range cluster.OffsetsForLeaderEpoch(ctx, cl, byBroker) {
 			w, l := walks[tp], out[tp]
 			if w == nil {
 				continue
 			}
-			err := a.err
+			err := a.Err
 			if err == nil {
-				err = w.answer(a.epoch, a.endOffset)
+				err = w.answer(a.Epoch, a.Offset)
 			}
 			if err != nil {
 				l.err = fmt.Errorf("walking the leader epochs of %s: %w", tp, err)
@@ -372,7 +375,7 @@ func Lineage(ctx context.Context, opts LineageOptions) (*LineageReport, error) {
 	if len(opts.Topics) == 0 {
 		return nil, &UsageError{"lineage: no topic named"}
 	}
-	meta, err := loadMetadata(ctx, opts.Client, opts.Topics)
+	meta, err := cluster.LoadMetadata(ctx, opts.Client, opts.Topics)
 	if err != nil {
 		return nil, err
 	}
@@ -399,27 +402,29 @@ func Lineage(ctx context.Context, opts LineageOptions) (*LineageReport, error) {
 // selectPartitions lists the partitions of topics, narrowed to parts when
 // given. A topic Metadata does not list still gets an entry per asked
 // partition (partition 0 when none was asked), so its error is reported.
-func selectPartitions(meta *clusterMeta, topics []string, parts []int32) []topicPartition {
-	var tps []topicPartition
+func selectPartitions(meta *cluster.Metadata, topics []string, parts []int32) []wire.TopicPartition {
+	var tps []wire.TopicPartition
 	for _, t := range topics {
-		n, ok := meta.partitions[t]
+		n, ok := meta.Partitions(t)
 		if !ok {
 			ps := parts
 			if len(ps) == 0 {
 				ps = []int32{0}
 			}
 			for _, p := range ps {
-				tps = append(tps, topicPartition{Topic: t, Partition: p})
+				tps = append(tps, wire.TopicPartition{Topic: t, Partition: p})
 			}
 			continue
 		}
 		for p := range n {
 			if len(parts) == 0 || slices.Contains(parts, p) {
-				tps = append(tps, topicPartition{Topic: t, Partition: p})
+				tps = append(tps, wire.TopicPartition{Topic: t, Partition: p})
 			}
 		}
 	}
-	sortTPs(tps)
+	slices.SortFunc(tps, func(a, b wire.TopicPartition) int {
+		return cmp.Or(strings.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+	})
 	return slices.Compact(tps)
 }
 

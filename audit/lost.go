@@ -14,7 +14,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/kfollower/kfollower/cluster"
 	"github.com/kfollower/kfollower/storage"
+	"github.com/kfollower/kfollower/wire"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -219,14 +221,14 @@ func Replay(ctx context.Context, opts ReplayOptions) (*ReplayReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	meta, err := loadMetadata(ctx, opts.Client, []string{opts.ToTopic})
+	meta, err := cluster.LoadMetadata(ctx, opts.Client, []string{opts.ToTopic})
 	if err != nil {
 		return nil, err
 	}
-	n, ok := meta.partitions[opts.ToTopic]
+	n, ok := meta.Partitions(opts.ToTopic)
 	if !ok || n == 0 {
-		if pm, bad := meta.parts[topicPartition{Topic: opts.ToTopic, Partition: -1}]; bad {
-			return nil, fmt.Errorf("lost replay: target topic %s: %w", opts.ToTopic, pm.err)
+		if err := meta.TopicError(opts.ToTopic); err != nil {
+			return nil, fmt.Errorf("lost replay: target topic %s: %w", opts.ToTopic, err)
 		}
 		return nil, fmt.Errorf("lost replay: target topic %s does not exist; create it first", opts.ToTopic)
 	}
@@ -381,28 +383,28 @@ func decideTransactions(recs []*kgo.Record) txnDecision {
 // readMarkers reads every partition of topic from its log start to its
 // high watermark with raw Fetch requests (no consumer state in the
 // caller's client) and returns the SourceHeader values found.
-func readMarkers(ctx context.Context, cl *kgo.Client, topic string, n int32, meta *clusterMeta) (map[string]bool, error) {
+func readMarkers(ctx context.Context, cl *kgo.Client, topic string, n int32, meta *cluster.Metadata) (map[string]bool, error) {
 	present := map[string]bool{}
-	byBroker := map[int32][]epochQuery{}
-	pms := map[int32]partitionMeta{}
+	byBroker := map[int32][]cluster.Query{}
+	pms := map[int32]cluster.Partition{}
 	for p := range n {
-		tp := topicPartition{Topic: topic, Partition: p}
-		pm, err := meta.lookup(tp)
+		tp := wire.TopicPartition{Topic: topic, Partition: p}
+		pm, err := meta.Lookup(tp)
 		if err != nil {
 			return nil, fmt.Errorf("lost replay: reading target %s: %w", tp, err)
 		}
 		pms[p] = pm
-		byBroker[pm.leader] = append(byBroker[pm.leader], epochQuery{tp: tp, currentEpoch: pm.leaderEpoch})
+		byBroker[pm.Leader] = append(byBroker[pm.Leader], cluster.Query{TP: tp, CurrentEpoch: pm.LeaderEpoch})
 	}
-	starts := listStartOffsets(ctx, cl, byBroker)
+	starts := cluster.LogStartOffsets(ctx, cl, byBroker)
 	for p := range n {
-		tp := topicPartition{Topic: topic, Partition: p}
+		tp := wire.TopicPartition{Topic: topic, Partition: p}
 		a := starts[tp]
-		if a.err != nil {
-			return nil, fmt.Errorf("lost replay: reading target: %w", a.err)
+		if a.Err != nil {
+			return nil, fmt.Errorf("lost replay: reading target: %w", a.Err)
 		}
-		for off := a.endOffset; ; {
-			fp, err := fetchOnce(ctx, cl, tp, pms[p], off, 16<<20)
+		for off := a.Offset; ; {
+			fp, err := cluster.Fetch(ctx, cl, tp, pms[p], off, 16<<20)
 			if err != nil {
 				return nil, fmt.Errorf("lost replay: reading target: %w", err)
 			}
@@ -410,11 +412,11 @@ func readMarkers(ctx context.Context, cl *kgo.Client, topic string, n int32, met
 			if dec.Err != nil {
 				return nil, fmt.Errorf("lost replay: reading target %s at %d: %w", tp, off, dec.Err)
 			}
-			c, err := chunkOf(tp, fp, off)
+			c, err := cluster.ChunkOf(tp, fp, off)
 			if err != nil {
 				return nil, err
 			}
-			if len(c.headers) == 0 {
+			if len(c.Headers) == 0 {
 				break
 			}
 			for _, r := range dec.Records {
@@ -424,7 +426,7 @@ func readMarkers(ctx context.Context, cl *kgo.Client, topic string, n int32, met
 					}
 				}
 			}
-			off = c.next
+			off = c.Next
 		}
 	}
 	return present, nil

@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/kfollower/kfollower/cluster"
 	"github.com/kfollower/kfollower/storage"
 	"github.com/kfollower/kfollower/wire"
 	"github.com/kfollower/kfollower/wire/batch"
@@ -211,9 +212,9 @@ func Verify(ctx context.Context, opts VerifyOptions) (*VerifyReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	var tps []topicPartition
+	var tps []wire.TopicPartition
 	for _, pn := range local {
-		tp := topicPartition(pn)
+		tp := wire.TopicPartition(pn)
 		if (len(opts.Topics) == 0 || slices.Contains(opts.Topics, tp.Topic)) &&
 			(len(opts.Partitions) == 0 || slices.Contains(opts.Partitions, tp.Partition)) {
 			tps = append(tps, tp)
@@ -232,7 +233,7 @@ func Verify(ctx context.Context, opts VerifyOptions) (*VerifyReport, error) {
 			topics = append(topics, tp.Topic)
 		}
 	}
-	meta, err := loadMetadata(ctx, opts.Client, topics)
+	meta, err := cluster.LoadMetadata(ctx, opts.Client, topics)
 	if err != nil {
 		return nil, err
 	}
@@ -241,7 +242,7 @@ func Verify(ctx context.Context, opts VerifyOptions) (*VerifyReport, error) {
 	// below a high watermark the walk already saw (docs/design.md: we only
 	// copy committed data); batches appended later are left for the next
 	// run.
-	snapshot := map[topicPartition]int64{}
+	snapshot := map[wire.TopicPartition]int64{}
 	for _, tp := range tps {
 		if lv, err := storage.OpenReadOnly(opts.DataDir, tp.Topic, tp.Partition); err == nil {
 			snapshot[tp] = lv.LogEndOffset()
@@ -277,8 +278,8 @@ func Verify(ctx context.Context, opts VerifyOptions) (*VerifyReport, error) {
 
 type verifier struct {
 	opts    *VerifyOptions
-	tp      topicPartition
-	meta    *clusterMeta
+	tp      wire.TopicPartition
+	meta    *cluster.Metadata
 	lineage *leaderLineage
 	// snapshotEnd is the local log end before the walk (-1: unknown);
 	// the comparison stops there.
@@ -310,15 +311,15 @@ func (v *verifier) run(ctx context.Context) PartitionVerify {
 	for _, e := range epochs {
 		pv.LocalEpochs = append(pv.LocalEpochs, Epoch{Epoch: e.Epoch, StartOffset: e.StartOffset})
 	}
-	pm, err := v.meta.lookup(tp)
+	pm, err := v.meta.Lookup(tp)
 	if err != nil {
 		return fail(err)
 	}
-	pv.Leader, pv.LeaderEpoch = pm.leader, pm.leaderEpoch
-	if id, ok := lv.TopicID(); ok && pm.topicID != id {
+	pv.Leader, pv.LeaderEpoch = pm.Leader, pm.LeaderEpoch
+	if id, ok := lv.TopicID(); ok && pm.TopicID != id {
 		pv.Status = StatusDiverged
 		pv.Divergence = &Divergence{Offset: lv.LogStartOffset(), Kind: DivergedTopicID,
-			Detail: fmt.Sprintf("partition.metadata names topic id %s, the cluster %s: the topic was created again", id, storage.TopicID(pm.topicID))}
+			Detail: fmt.Sprintf("partition.metadata names topic id %s, the cluster %s: the topic was created again", id, storage.TopicID(pm.TopicID))}
 		return pv
 	}
 	l := v.lineage
@@ -344,7 +345,7 @@ func (v *verifier) run(ctx context.Context) PartitionVerify {
 }
 
 // compare walks the local batches beside the leader's.
-func (v *verifier) compare(ctx context.Context, lv *storage.View, pm partitionMeta, pv *PartitionVerify) error {
+func (v *verifier) compare(ctx context.Context, lv *storage.View, pm cluster.Partition, pv *PartitionVerify) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // ends the fetch goroutine
 	rd := lv.Batches(lv.LogStartOffset(), pv.LocalLogEnd)
@@ -488,7 +489,7 @@ func describeBatchDiff(local, leader batch.Header) string {
 // empty answer), on an error, or with its context.
 type leaderStream struct {
 	v  *verifier
-	pm partitionMeta
+	pm cluster.Partition
 	ch chan leaderChunk
 
 	// Owned by the reading goroutine.
@@ -498,7 +499,7 @@ type leaderStream struct {
 }
 
 type leaderChunk struct {
-	c   fetchChunk
+	c   cluster.Chunk
 	err error
 }
 
@@ -515,11 +516,11 @@ func (s *leaderStream) run(ctx context.Context, offset, stopAt int64) {
 	tp, pm := s.v.tp, s.pm
 	retries := 0
 	for offset < stopAt {
-		p, err := fetchOnce(ctx, s.v.opts.Client, tp, pm, offset, s.v.opts.FetchMaxBytes)
+		p, err := cluster.Fetch(ctx, s.v.opts.Client, tp, pm, offset, s.v.opts.FetchMaxBytes)
 		if err == nil {
 			err = kerr.ErrorForCode(p.ErrorCode)
 			if err != nil {
-				err = fmt.Errorf("fetching %s at %d from broker %d: %w", tp, offset, pm.leader, err)
+				err = fmt.Errorf("fetching %s at %d from broker %d: %w", tp, offset, pm.Leader, err)
 			}
 		}
 		if err != nil && wire.RetryAfterMetadata(err) && retries < 5 && ctx.Err() == nil {
@@ -528,9 +529,9 @@ func (s *leaderStream) run(ctx context.Context, offset, stopAt int64) {
 			if backoff(ctx, time.Duration(retries)*200*time.Millisecond) != nil {
 				return
 			}
-			m, merr := loadMetadata(ctx, s.v.opts.Client, []string{tp.Topic})
+			m, merr := cluster.LoadMetadata(ctx, s.v.opts.Client, []string{tp.Topic})
 			if merr == nil {
-				if npm, lerr := m.lookup(tp); lerr == nil {
+				if npm, lerr := m.Lookup(tp); lerr == nil {
 					pm = npm
 				}
 			}
@@ -540,15 +541,15 @@ func (s *leaderStream) run(ctx context.Context, offset, stopAt int64) {
 			send(leaderChunk{err: err})
 			return
 		}
-		c, err := chunkOf(tp, p, offset)
+		c, err := cluster.ChunkOf(tp, p, offset)
 		if err != nil {
 			send(leaderChunk{err: err})
 			return
 		}
-		if !send(leaderChunk{c: c}) || len(c.headers) == 0 {
+		if !send(leaderChunk{c: c}) || len(c.Headers) == 0 {
 			return
 		}
-		offset = c.next
+		offset = c.Next
 	}
 }
 
@@ -572,11 +573,11 @@ func (s *leaderStream) next(ctx context.Context) (h batch.Header, ok bool, err e
 		if c.err != nil {
 			return h, false, c.err
 		}
-		s.hw = c.c.highWatermark
-		if len(c.c.headers) == 0 {
+		s.hw = c.c.HighWatermark
+		if len(c.c.Headers) == 0 {
 			s.eof = true
 		}
-		s.buf = c.c.headers
+		s.buf = c.c.Headers
 	}
 	h, s.buf = s.buf[0], s.buf[1:]
 	return h, true, nil
