@@ -1,20 +1,12 @@
 package audit
 
 import (
-	"bytes"
-	"encoding/json"
-	"fmt"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/kfollower/kfollower/storage"
 	"github.com/kfollower/kfollower/wire/batch"
-	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/goleak"
 )
 
@@ -202,84 +194,6 @@ func TestCheckTail(t *testing.T) {
 	}
 	if d := checkTail(h(495, 10, 2), leader, 500); d == nil || d.Kind != DivergedMissing || d.Offset != 500 {
 		t.Fatalf("batch past the leader's end: %+v", d)
-	}
-}
-
-// decideTransactions keeps plain records and committed transactions, drops
-// aborted ones and holds back those whose outcome the lost range does not
-// show.
-func TestDecideTransactions(t *testing.T) {
-	commit, abort := []byte{0, 0, 0, 1}, []byte{0, 0, 0, 0}
-	raw := bytes.Join([][]byte{
-		batch.Build(batch.Spec{BaseOffset: 0, Records: 2, Value: []byte("plain")}),
-		batch.Build(batch.Spec{BaseOffset: 2, Records: 2, Transactional: true, ProducerID: 7, Value: []byte("committed")}),
-		batch.Build(batch.Spec{BaseOffset: 4, Records: 3, Transactional: true, ProducerID: 8, Value: []byte("aborted")}),
-		batch.Build(batch.Spec{BaseOffset: 7, Records: 1, Control: true, Transactional: true, ProducerID: 7, Key: commit}),
-		batch.Build(batch.Spec{BaseOffset: 8, Records: 1, Control: true, Transactional: true, ProducerID: 8, Key: abort}),
-		batch.Build(batch.Spec{BaseOffset: 9, Records: 2, Transactional: true, ProducerID: 9, Value: []byte("open")}),
-		batch.Build(batch.Spec{BaseOffset: 11, Records: 1, Value: []byte("plain")}),
-	}, nil)
-	rp := kmsg.NewFetchResponseTopicPartition()
-	rp.RecordBatches = raw
-	fp, _ := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{KeepControlRecords: true, Topic: "t"}, &rp, kgo.DefaultDecompressor(), nil)
-	if fp.Err != nil {
-		t.Fatal(fp.Err)
-	}
-	d := decideTransactions(fp.Records)
-	offs := func(rs []*kgo.Record) []int64 {
-		var out []int64
-		for _, r := range rs {
-			out = append(out, r.Offset)
-		}
-		return out
-	}
-	if got := offs(d.keep); !slices.Equal(got, []int64{0, 1, 2, 3, 11}) {
-		t.Errorf("keep %v", got)
-	}
-	if got := offs(d.keepWithUndecided); !slices.Equal(got, []int64{0, 1, 2, 3, 9, 10, 11}) {
-		t.Errorf("keep with undecided %v", got)
-	}
-	if d.data != 10 || d.aborted != 3 || d.undecided != 2 {
-		t.Errorf("counts data %d aborted %d undecided %d", d.data, d.aborted, d.undecided)
-	}
-}
-
-func TestListLost(t *testing.T) {
-	dataDir := t.TempDir()
-	for _, l := range []storage.Lost{
-		{Topic: "b", Partition: 1, FirstOffset: 5, LastOffset: 9, Records: 5, Segment: "x.log"},
-		{Topic: "a", Partition: 0, FirstOffset: 300, LastOffset: 419, Records: 120, Segment: "y.log",
-			Epochs: []storage.LostEpoch{{Epoch: 0, FirstOffset: 300, LastOffset: 419, Batches: 1, Records: 120}}},
-	} {
-		dir := filepath.Join(storage.LostFoundDir(dataDir, l.Topic, l.Partition), fmt.Sprintf("%020d-%020d", l.FirstOffset, l.LastOffset+1))
-		os.MkdirAll(dir, 0o755)
-		js, _ := json.Marshal(l)
-		os.WriteFile(filepath.Join(dir, "lost.json"), js, 0o644)
-	}
-	// An interrupted save has no lost.json.
-	os.MkdirAll(filepath.Join(storage.LostFoundDir(dataDir, "a", 0), "partial"), 0o755)
-	rep, err := ListLost(LostOptions{DataDir: dataDir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(rep.Events) != 2 || rep.Events[0].Topic != "a" || rep.Events[1].Topic != "b" || rep.Events[0].Dir == "" {
-		t.Fatalf("events %+v", rep.Events)
-	}
-	var buf bytes.Buffer
-	if err := rep.WriteTable(&buf); err != nil || !strings.Contains(buf.String(), "a-0") || !strings.Contains(buf.String(), "0:[300..419]") {
-		t.Fatalf("table %q %v", buf.String(), err)
-	}
-	js, _ := json.Marshal(rep)
-	if !bytes.Contains(js, []byte(`"dir":"`)) || !bytes.Contains(js, []byte(`"firstOffset":300`)) {
-		t.Fatalf("json %s", js)
-	}
-	only, _ := ListLost(LostOptions{DataDir: dataDir, Topics: []string{"b"}})
-	if len(only.Events) != 1 {
-		t.Fatalf("filter: %+v", only.Events)
-	}
-	none, err := ListLost(LostOptions{DataDir: t.TempDir()})
-	if err != nil || len(none.Events) != 0 {
-		t.Fatalf("no lost+found: %v %v", none, err)
 	}
 }
 
