@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 
-	"github.com/kfollower/kfollower/audit"
 	"github.com/kfollower/kfollower/lostfound"
 )
 
@@ -51,7 +50,7 @@ Run 'kfollower lost list --help' or 'kfollower lost replay --help' for flags.
 
 // errNoLostDataDir: lostfound takes an empty data dir as its caller's
 // mistake; on the command line it is a usage error.
-var errNoLostDataDir = &audit.UsageError{Msg: "lost: no data dir"}
+var errNoLostDataDir = usageErrorf("lost: no data dir")
 
 func runLostList(args []string, stdout, stderr io.Writer) int {
 	a := newAuditCLI("lost list", stderr, false)
@@ -64,7 +63,7 @@ func runLostList(args []string, stdout, stderr io.Writer) int {
 	}
 	parts, err := a.partitionList()
 	if err != nil {
-		return a.fail(&audit.UsageError{Msg: err.Error()})
+		return a.fail(err)
 	}
 	if a.cfg.DataDir == "" {
 		return a.fail(errNoLostDataDir)
@@ -90,10 +89,10 @@ func runLostReplay(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	parts, err := a.partitionList()
 	if err != nil {
-		return a.fail(&audit.UsageError{Msg: err.Error()})
+		return a.fail(err)
 	}
 	if *to == "" {
-		return a.fail(&audit.UsageError{Msg: "--to-topic is required"})
+		return a.fail(usageErrorf("--to-topic is required"))
 	}
 	cl, err := a.client()
 	if err != nil {
