@@ -22,7 +22,7 @@ type Epoch struct {
 // downwards. It is pure: ask says what to send, answer takes the reply.
 //
 // The leader answers epoch R with (floor(R), start of the first entry above
-// R), LeaderEpochFileCache.endOffsetFor (kafka-internals.md §1.5, §2.1):
+// R), LeaderEpochFileCache.endOffsetFor (docs/kafka.md §3.1, §2.1):
 // the answer to R = C-1, for an epoch C known to be in the cache, is the
 // start of C, plus the largest epoch below C. That epoch X is certainly in
 // the cache when X < R. When X == R it may instead be the KAFKA-7415 row
@@ -33,7 +33,10 @@ type Epoch struct {
 //
 // The current epoch (from Metadata) is always in the leader's cache: a new
 // leader assigns it at its log end before writing (Partition.makeLeader,
-// §2.5), so the first question, epoch = current, answers the log end.
+// docs/kafka.md §2.6), so the first question, epoch = current, answers the
+// log end.
+//
+// testdata/*.txt tell the walk's cases as stories (TestEpochWalkStories).
 type epochWalk struct {
 	current  int32
 	logStart int64 // the leader's, for the start of epoch 0

@@ -22,12 +22,13 @@ type Parting struct {
 }
 
 // compareEpochs checks that the local sequence (with its log end) is a
-// prefix of the leader's (DESIGN.md promise 1: same offsets, same epochs):
-// every local entry is the leader's entry with the same epoch and start,
-// consecutive in the leader's sequence, and the last local epoch does not
-// run past the leader's end of that epoch. The first local entry may start
-// later or earlier than the leader's: either log may have had its start
-// moved by retention (truncateFromStart moves the first entry's start).
+// prefix of the leader's (docs/design.md promise 1: same offsets, same
+// epochs): every local entry is the leader's entry with the same epoch and
+// start, consecutive in the leader's sequence, and the last local epoch
+// does not run past the leader's end of that epoch. The first local entry
+// may start later or earlier than the leader's: either log may have had its
+// start moved by retention (truncateFromStart moves the first entry's
+// start).
 // Local entries that end at or below the leader's first start are older
 // than anything the leader still holds and are not compared.
 //
@@ -112,7 +113,7 @@ type PartitionLineage struct {
 	LeaderEpoch int32  `json:"leaderEpoch"`
 	// LeaderLogStart and LeaderLogEnd are the leader's log start offset
 	// and log end offset (the end of its current epoch, which may be past
-	// the high watermark, kafka-internals.md §1.5).
+	// the high watermark: docs/kafka.md §3.1, row R = L).
 	LeaderLogStart int64   `json:"leaderLogStart"`
 	LeaderLogEnd   int64   `json:"leaderLogEnd"`
 	LeaderEpochs   []Epoch `json:"leaderEpochs"`
