@@ -30,6 +30,8 @@ type leaderChunk struct {
 	err error
 }
 
+// run fetches from offset up to stopAt into s.ch, on its own goroutine,
+// and closes s.ch when it ends.
 func (s *leaderStream) run(ctx context.Context, offset, stopAt int64) {
 	defer close(s.ch)
 	send := func(c leaderChunk) bool {
@@ -51,7 +53,8 @@ func (s *leaderStream) run(ctx context.Context, offset, stopAt int64) {
 			}
 		}
 		if err != nil && wire.RetryAfterMetadata(err) && retries < 5 && ctx.Err() == nil {
-			// The leader moved (KIP-320 fence): compare with the new one.
+			// Leadership moved (wire.RetryAfterMetadata): go on with the
+			// leader a fresh Metadata answer names (see retry.go).
 			retries++
 			if backoff(ctx, time.Duration(retries)*200*time.Millisecond) != nil {
 				return

@@ -30,8 +30,8 @@ type leaderLineage struct {
 // walkLineages walks the leaders' epoch sequences of tps in rounds: each
 // round sends one OffsetForLeaderEpoch request per leader broker carrying
 // the next question of every partition it leads. A partition whose
-// leader moved (FENCED/UNKNOWN_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER) is
-// walked again from the start with fresh Metadata, a few times.
+// leader moved (wire.RetryAfterMetadata) is walked again from the start
+// with fresh Metadata, a few times (see retry.go).
 func walkLineages(ctx context.Context, cl *kgo.Client, tps []wire.TopicPartition, meta *cluster.Metadata) map[wire.TopicPartition]*leaderLineage {
 	out := map[wire.TopicPartition]*leaderLineage{}
 	todo := tps
