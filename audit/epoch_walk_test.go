@@ -172,15 +172,13 @@ func walked(es []Epoch) string {
 	return b.String()
 }
 
+// plainEpochs renders a cache as walked renders a walk.
 func plainEpochs(es []storage.EpochEntry) string {
-	var b strings.Builder
-	for i, e := range es {
-		if i > 0 {
-			b.WriteByte(' ')
-		}
-		fmt.Fprintf(&b, "%d@%d", e.Epoch, e.StartOffset)
+	var out []Epoch
+	for _, e := range es {
+		out = append(out, Epoch{Epoch: e.Epoch, StartOffset: e.StartOffset})
 	}
-	return b.String()
+	return walked(out)
 }
 
 func plain(es []Epoch) []storage.EpochEntry {
