@@ -12,7 +12,9 @@
 //
 //	cmd/kfollower  the command: flags, config, signals, wiring, HTTP
 //	metrics        Prometheus collectors (may see fetcher's typed observations)
-//	audit          verify, lineage, lost list and replay against a cluster
+//	lostfound      lost list and replay: lost+found, produced again (writes)
+//	audit          verify and lineage against a cluster (only reads)
+//	cluster        the tools' one-shot requests to a cluster (Metadata, Fetch, ...)
 //	fetcher        the I/O driver: one goroutine per leader broker
 //	wire           Kafka requests and answers: kmsg ⇄ wire's small structs
 //	follower       the per-partition state machine (pure: no I/O, no clock)
@@ -21,7 +23,7 @@
 //
 // follower and storage sit side by side and never import each other: storage
 // satisfies follower's read-only view of a log. wire never imports follower:
-// the fetcher maps one to the other. audit never imports follower or
-// fetcher. integration/... and bench are tests against real Kafka and may
+// the fetcher maps one to the other. audit never imports follower, fetcher
+// or lostfound, and never writes. integration/... and bench are tests against real Kafka and may
 // import anything.
 package kfollower

@@ -36,7 +36,21 @@ type layer struct {
 	// noClock: no non-test file reads the clock; time comes in as an
 	// argument.
 	noClock bool
+	// readOnly: no non-test file writes a file, opens a log for writing or
+	// produces to a cluster (see writeCalls).
+	readOnly bool
 }
+
+// clockCalls read the clock.
+var clockCalls = []string{"time.Now(", "time.Since(", "time.Until("}
+
+// writeCalls write: a file, a partition directory (storage.Open recovers
+// and appends; storage.OpenReadOnly is the reader), or a cluster (a
+// producer, or a client to make one). A package that may not import kmsg
+// cannot build any other request that writes.
+var writeCalls = []string{"os.Create", "os.WriteFile", "os.OpenFile", "os.Mkdir", "os.Remove", "os.Rename",
+	"os.Truncate", "os.Chmod", "os.Chtimes", "os.Link", "os.Symlink", "storage.Open(", "storage.Create",
+	"Produce(", "ProduceSync(", "kgo.NewClient(", "ProduceRequest"}
 
 var layers = []layer{
 	{pkg: "", allow: []string{"std"}}, // this package: the layout alone
@@ -47,7 +61,13 @@ var layers = []layer{
 		deny: []string{"os", "os/...", "net", "net/...", "io/fs", "syscall", "math/rand", "math/rand/v2"}},
 	{pkg: "wire", allow: []string{"std", "kmsg", "kerr", "wire/batch"}},
 	{pkg: "fetcher", allow: []string{"std", "follower", "storage", "wire", "wire/batch", "kgo", "kmsg", "kerr"}},
-	{pkg: "audit", allow: []string{"std", "storage", "wire", "wire/batch", "kgo", "kmsg", "kerr"}},
+	// The tools' requests: reads only.
+	{pkg: "cluster", allow: []string{"std", "wire", "wire/batch", "kgo", "kmsg", "kerr"}, readOnly: true},
+	// Never writes, by construction: no kmsg (it sends only cluster's and
+	// wire's requests), no lostfound, no writing call.
+	{pkg: "audit", allow: []string{"std", "storage", "cluster", "wire", "wire/batch", "kgo", "kerr"}, readOnly: true},
+	// Writes to a cluster (lost replay); reads its data dir only.
+	{pkg: "lostfound", allow: []string{"std", "storage", "cluster", "wire", "kgo", "kmsg"}},
 	{pkg: "metrics", allow: []string{"std", "client_golang", "fetcher", "follower", "wire"}},
 	{pkg: "cmd/kfollower", allow: []string{"*"}},
 	{pkg: "integration/...", allow: []string{"*"}},
@@ -173,7 +193,10 @@ func TestLayers(t *testing.T) {
 				}
 			}
 			if l.noClock {
-				checkNoClock(t, pkgs[path])
+				checkNoCalls(t, pkgs[path], clockCalls, "reads the clock; time must come in as an argument")
+			}
+			if l.readOnly {
+				checkNoCalls(t, pkgs[path], writeCalls, "writes; this package only reads")
 			}
 		})
 	}
@@ -184,8 +207,8 @@ func TestLayers(t *testing.T) {
 	}
 }
 
-// checkNoClock fails for a non-test file of p that reads the clock.
-func checkNoClock(t *testing.T, p listed) {
+// checkNoCalls fails for a non-test file of p that holds one of calls.
+func checkNoCalls(t *testing.T, p listed, calls []string, why string) {
 	t.Helper()
 	for _, f := range p.GoFiles {
 		fh, err := os.Open(filepath.Join(p.Dir, f))
@@ -194,9 +217,9 @@ func checkNoClock(t *testing.T, p listed) {
 		}
 		sc := bufio.NewScanner(fh)
 		for n := 1; sc.Scan(); n++ {
-			for _, clock := range []string{"time.Now(", "time.Since(", "time.Until("} {
-				if strings.Contains(sc.Text(), clock) {
-					t.Errorf("%s:%d reads the clock (%s); time must come in as an argument", f, n, clock)
+			for _, call := range calls {
+				if strings.Contains(sc.Text(), call) {
+					t.Errorf("%s:%d %s (%s)", f, n, why, call)
 				}
 			}
 		}

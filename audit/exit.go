@@ -1,7 +1,9 @@
 package audit
 
-// Exit codes shared by every tool (issue 6): cmd/kfollower passes them to
-// os.Exit.
+// Exit codes of the tools, the same for each, so that a script or a CI job
+// can tell a finding (1: the cluster and the copy disagree) from a check
+// that could not be made (2), as diff(1) and cmp(1) do. cmd/kfollower passes
+// them to os.Exit, for the lost commands too.
 const (
 	// ExitOK: everything compared matches.
 	ExitOK = 0

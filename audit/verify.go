@@ -4,177 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 	"sync"
-	"text/tabwriter"
 	"time"
 
+	"github.com/kfollower/kfollower/cluster"
 	"github.com/kfollower/kfollower/storage"
+	"github.com/kfollower/kfollower/wire"
 	"github.com/kfollower/kfollower/wire/batch"
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
-
-// VerifyOptions select what Verify compares.
-type VerifyOptions struct {
-	// Client sends Metadata, ListOffsets, OffsetForLeaderEpoch and Fetch
-	// requests; any kgo client of the cluster will do (Verify only sends
-	// raw requests through it; no consumer options needed).
-	Client *kgo.Client
-	// DataDir is the kfollower data dir; it is only read.
-	DataDir string
-	// Topics narrows the check; empty means every partition directory
-	// found in DataDir.
-	Topics []string
-	// Partitions narrows it further; empty means every partition.
-	Partitions []int32
-	// FetchMaxBytes bounds each Fetch (default 32 MiB; brokers cap it at
-	// fetch.max.bytes, 55 MiB by default).
-	FetchMaxBytes int32
-	// Parallel is how many partitions are verified at once (default 4).
-	Parallel int
-	// Progress, if set, is called after each compared chunk, from the
-	// goroutine verifying that partition (so from several at once).
-	Progress func(VerifyProgress)
-}
-
-// VerifyProgress reports how far one partition's comparison got.
-type VerifyProgress struct {
-	Topic     string
-	Partition int32
-	// Offset is the end of the range verified so far; End the local log
-	// end (the comparison stops there).
-	Offset, End int64
-	// Bytes is how many local batch bytes were compared so far.
-	Bytes int64
-}
-
-// BatchInfo is what Verify compares of a batch.
-type BatchInfo struct {
-	BaseOffset int64  `json:"baseOffset"`
-	LastOffset int64  `json:"lastOffset"`
-	Epoch      int32  `json:"epoch"`
-	CRC        uint32 `json:"crc"`
-}
-
-func batchInfo(h batch.Header) *BatchInfo {
-	return &BatchInfo{BaseOffset: h.BaseOffset, LastOffset: h.LastOffset(), Epoch: h.PartitionLeaderEpoch, CRC: h.CRC}
-}
-
-func (b *BatchInfo) String() string {
-	if b == nil {
-		return "none"
-	}
-	return fmt.Sprintf("[%d..%d] epoch %d crc %#08x", b.BaseOffset, b.LastOffset, b.Epoch, b.CRC)
-}
-
-// Kinds of divergence.
-const (
-	// DivergedBatch: the leader's batch at this offset differs in its
-	// offsets, leader epoch or CRC. Same offsets and epoch with another
-	// CRC can also be the leader's log cleaner rewriting a compacted
-	// topic's batch after we copied it.
-	DivergedBatch = "batch"
-	// DivergedEpoch: above the leader's high watermark (so not fetchable
-	// yet), the leader's epoch sequence names another epoch for these
-	// offsets, or ends before them (KIP-101: the same epoch at the same
-	// offset means the same batch).
-	DivergedEpoch = "epoch"
-	// DivergedMissing: the leader's log ends before this offset.
-	DivergedMissing = "missing"
-	// DivergedCorrupt: the local batch fails its own checks (CRC, length).
-	DivergedCorrupt = "corrupt"
-	// DivergedTopicID: partition.metadata names another topic id than the
-	// cluster's: the topic was deleted and created again.
-	DivergedTopicID = "topic-id"
-)
-
-// Divergence is the first place the local copy and the leader disagree.
-type Divergence struct {
-	Offset int64      `json:"offset"`
-	Kind   string     `json:"kind"`
-	Local  *BatchInfo `json:"local,omitempty"`
-	Leader *BatchInfo `json:"leader,omitempty"`
-	Detail string     `json:"detail"`
-}
-
-// Partition statuses.
-const (
-	StatusMatch    = "match"
-	StatusDiverged = "diverged"
-	StatusError    = "error"
-)
-
-// PartitionVerify is one partition's result. Offset ranges are half-open,
-// [from, to).
-type PartitionVerify struct {
-	Topic     string `json:"topic"`
-	Partition int32  `json:"partition"`
-	// Status is StatusMatch, StatusDiverged (Divergence or EpochsParted
-	// set) or StatusError.
-	Status      string `json:"status"`
-	Leader      int32  `json:"leader"`
-	LeaderEpoch int32  `json:"leaderEpoch"`
-
-	LocalLogStart       int64 `json:"localLogStart"`
-	LocalLogEnd         int64 `json:"localLogEnd"`
-	LeaderLogStart      int64 `json:"leaderLogStart"`
-	LeaderHighWatermark int64 `json:"leaderHighWatermark"`
-	LeaderLogEnd        int64 `json:"leaderLogEnd"`
-
-	// VerifiedFrom..VerifiedTo were compared batch by batch and match:
-	// Batches batches, Bytes bytes.
-	VerifiedFrom int64 `json:"verifiedFrom"`
-	VerifiedTo   int64 `json:"verifiedTo"`
-	Batches      int64 `json:"batches"`
-	Bytes        int64 `json:"bytes"`
-	// SkippedTo: local batches in LocalLogStart..SkippedTo lie below the
-	// leader's log start (retention) and cannot be compared.
-	SkippedTo int64 `json:"skippedTo,omitempty"`
-	// UnverifiedFrom: local batches from here to LocalLogEnd lie above the
-	// leader's high watermark (a consumer cannot fetch them yet, e.g. just
-	// after a clean leader change); the leader's epoch sequence names the
-	// same epochs for them, which KIP-101 makes enough for the same data,
-	// but their bytes were not compared. -1 when there are none.
-	UnverifiedFrom int64 `json:"unverifiedFrom"`
-
-	Divergence *Divergence `json:"divergence,omitempty"`
-	// EpochsPrefix says whether the local leader-epoch-checkpoint is a
-	// prefix of the leader's sequence (see Lineage); EpochsParted says
-	// where it is not.
-	EpochsPrefix bool     `json:"epochsPrefix"`
-	EpochsParted *Parting `json:"epochsParted,omitempty"`
-	LocalEpochs  []Epoch  `json:"localEpochs"`
-	LeaderEpochs []Epoch  `json:"leaderEpochs"`
-
-	Seconds float64 `json:"seconds"`
-	Error   string  `json:"error,omitempty"`
-}
-
-// VerifyReport is the result of Verify. Its exported fields are its JSON
-// form.
-type VerifyReport struct {
-	Partitions []PartitionVerify `json:"partitions"`
-	Seconds    float64           `json:"seconds"`
-}
-
-// ExitCode is ExitMismatch if any partition diverged, else ExitError if
-// any could not be checked, else ExitOK. A divergence wins over an error:
-// it is a proven finding, the error only a missing one.
-func (r *VerifyReport) ExitCode() int {
-	code := ExitOK
-	for _, p := range r.Partitions {
-		switch p.Status {
-		case StatusDiverged:
-			return ExitMismatch
-		case StatusError:
-			code = ExitError
-		}
-	}
-	return code
-}
 
 // Verify compares the local copy of each selected partition with its
 // current leader.
@@ -210,9 +49,9 @@ func Verify(ctx context.Context, opts VerifyOptions) (*VerifyReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	var tps []topicPartition
+	var tps []wire.TopicPartition
 	for _, pn := range local {
-		tp := topicPartition(pn)
+		tp := wire.TopicPartition(pn)
 		if (len(opts.Topics) == 0 || slices.Contains(opts.Topics, tp.Topic)) &&
 			(len(opts.Partitions) == 0 || slices.Contains(opts.Partitions, tp.Partition)) {
 			tps = append(tps, tp)
@@ -231,7 +70,7 @@ func Verify(ctx context.Context, opts VerifyOptions) (*VerifyReport, error) {
 			topics = append(topics, tp.Topic)
 		}
 	}
-	meta, err := loadMetadata(ctx, opts.Client, topics)
+	meta, err := cluster.LoadMetadata(ctx, opts.Client, topics)
 	if err != nil {
 		return nil, err
 	}
@@ -240,7 +79,7 @@ func Verify(ctx context.Context, opts VerifyOptions) (*VerifyReport, error) {
 	// below a high watermark the walk already saw (docs/design.md: we only
 	// copy committed data); batches appended later are left for the next
 	// run.
-	snapshot := map[topicPartition]int64{}
+	snapshot := map[wire.TopicPartition]int64{}
 	for _, tp := range tps {
 		if lv, err := storage.OpenReadOnly(opts.DataDir, tp.Topic, tp.Partition); err == nil {
 			snapshot[tp] = lv.LogEndOffset()
@@ -276,8 +115,8 @@ func Verify(ctx context.Context, opts VerifyOptions) (*VerifyReport, error) {
 
 type verifier struct {
 	opts    *VerifyOptions
-	tp      topicPartition
-	meta    *clusterMeta
+	tp      wire.TopicPartition
+	meta    *cluster.Metadata
 	lineage *leaderLineage
 	// snapshotEnd is the local log end before the walk (-1: unknown);
 	// the comparison stops there.
@@ -309,15 +148,15 @@ func (v *verifier) run(ctx context.Context) PartitionVerify {
 	for _, e := range epochs {
 		pv.LocalEpochs = append(pv.LocalEpochs, Epoch{Epoch: e.Epoch, StartOffset: e.StartOffset})
 	}
-	pm, err := v.meta.lookup(tp)
+	pm, err := v.meta.Lookup(tp)
 	if err != nil {
 		return fail(err)
 	}
-	pv.Leader, pv.LeaderEpoch = pm.leader, pm.leaderEpoch
-	if id, ok := lv.TopicID(); ok && pm.topicID != id {
+	pv.Leader, pv.LeaderEpoch = pm.Leader, pm.LeaderEpoch
+	if id, ok := lv.TopicID(); ok && pm.TopicID != id {
 		pv.Status = StatusDiverged
 		pv.Divergence = &Divergence{Offset: lv.LogStartOffset(), Kind: DivergedTopicID,
-			Detail: fmt.Sprintf("partition.metadata names topic id %s, the cluster %s: the topic was created again", id, storage.TopicID(pm.topicID))}
+			Detail: fmt.Sprintf("partition.metadata names topic id %s, the cluster %s: the topic was created again", id, storage.TopicID(pm.TopicID))}
 		return pv
 	}
 	l := v.lineage
@@ -343,7 +182,7 @@ func (v *verifier) run(ctx context.Context) PartitionVerify {
 }
 
 // compare walks the local batches beside the leader's.
-func (v *verifier) compare(ctx context.Context, lv *storage.View, pm partitionMeta, pv *PartitionVerify) error {
+func (v *verifier) compare(ctx context.Context, lv *storage.View, pm cluster.Partition, pv *PartitionVerify) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // ends the fetch goroutine
 	rd := lv.Batches(lv.LogStartOffset(), pv.LocalLogEnd)
@@ -480,155 +319,4 @@ func describeBatchDiff(local, leader batch.Header) string {
 		d = append(d, fmt.Sprintf("crc %#08x vs the leader's %#08x", local.CRC, leader.CRC))
 	}
 	return strings.Join(d, ", ")
-}
-
-// leaderStream fetches a partition's batches from its leader, one request
-// ahead of the comparison. It ends at stopAt, at the high watermark (an
-// empty answer), on an error, or with its context.
-type leaderStream struct {
-	v  *verifier
-	pm partitionMeta
-	ch chan leaderChunk
-
-	// Owned by the reading goroutine.
-	buf []batch.Header
-	hw  int64
-	eof bool
-}
-
-type leaderChunk struct {
-	c   fetchChunk
-	err error
-}
-
-func (s *leaderStream) run(ctx context.Context, offset, stopAt int64) {
-	defer close(s.ch)
-	send := func(c leaderChunk) bool {
-		select {
-		case s.ch <- c:
-			return true
-		case <-ctx.Done():
-			return false
-		}
-	}
-	tp, pm := s.v.tp, s.pm
-	retries := 0
-	for offset < stopAt {
-		p, err := fetchOnce(ctx, s.v.opts.Client, tp, pm, offset, s.v.opts.FetchMaxBytes)
-		if err == nil {
-			err = kerr.ErrorForCode(p.ErrorCode)
-			if err != nil {
-				err = fmt.Errorf("fetching %s at %d from broker %d: %w", tp, offset, pm.leader, err)
-			}
-		}
-		if err != nil && retriable(err) && retries < 5 && ctx.Err() == nil {
-			// The leader moved (KIP-320 fence): compare with the new one.
-			retries++
-			if backoff(ctx, time.Duration(retries)*200*time.Millisecond) != nil {
-				return
-			}
-			m, merr := loadMetadata(ctx, s.v.opts.Client, []string{tp.Topic})
-			if merr == nil {
-				if npm, lerr := m.lookup(tp); lerr == nil {
-					pm = npm
-				}
-			}
-			continue
-		}
-		if err != nil {
-			send(leaderChunk{err: err})
-			return
-		}
-		c, err := chunkOf(tp, p, offset)
-		if err != nil {
-			send(leaderChunk{err: err})
-			return
-		}
-		if !send(leaderChunk{c: c}) || len(c.headers) == 0 {
-			return
-		}
-		offset = c.next
-	}
-}
-
-// next returns the leader's next batch header; ok is false once the
-// leader has no more (high watermark reached).
-func (s *leaderStream) next(ctx context.Context) (h batch.Header, ok bool, err error) {
-	for len(s.buf) == 0 {
-		if s.eof {
-			return h, false, nil
-		}
-		var c leaderChunk
-		select {
-		case c, ok = <-s.ch:
-		case <-ctx.Done():
-			return h, false, ctx.Err()
-		}
-		if !ok {
-			s.eof = true
-			continue
-		}
-		if c.err != nil {
-			return h, false, c.err
-		}
-		s.hw = c.c.highWatermark
-		if len(c.c.headers) == 0 {
-			s.eof = true
-		}
-		s.buf = c.c.headers
-	}
-	h, s.buf = s.buf[0], s.buf[1:]
-	return h, true, nil
-}
-
-// WriteTable renders one line per partition and, below it, the first
-// divergence, the epoch parting, or the error.
-func (r *VerifyReport) WriteTable(w io.Writer) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PARTITION\tSTATUS\tLOCAL\tVERIFIED\tBATCHES\tBYTES\tLEADER\tHW\tEPOCHS\t")
-	for _, p := range r.Partitions {
-		epochs := "prefix"
-		if p.EpochsParted != nil {
-			epochs = fmt.Sprintf("part at %d", p.EpochsParted.Offset)
-		} else if p.Status == StatusError {
-			epochs = "-"
-		}
-		verified := "-"
-		if p.VerifiedTo > p.VerifiedFrom && p.VerifiedFrom >= 0 {
-			verified = fmt.Sprintf("[%d, %d)", p.VerifiedFrom, p.VerifiedTo)
-		}
-		fmt.Fprintf(tw, "%s-%d\t%s\t[%d, %d)\t%s\t%d\t%d\t%d (epoch %d)\t%d\t%s\t\n", p.Topic, p.Partition, p.Status,
-			p.LocalLogStart, p.LocalLogEnd, verified, p.Batches, p.Bytes, p.Leader, p.LeaderEpoch, p.LeaderHighWatermark, epochs)
-		if p.SkippedTo > 0 {
-			fmt.Fprintf(tw, "  [%d, %d) below the leader's log start %d: not compared\n", p.LocalLogStart, p.SkippedTo, p.LeaderLogStart)
-		}
-		if p.UnverifiedFrom >= 0 {
-			to := p.LocalLogEnd
-			if p.Divergence != nil {
-				to = p.Divergence.Offset
-			}
-			fmt.Fprintf(tw, "  [%d, %d) above the leader's high watermark: epochs agree, bytes not compared\n", p.UnverifiedFrom, to)
-		}
-		if d := p.Divergence; d != nil {
-			fmt.Fprintf(tw, "  first divergence at offset %d (%s): local %s, leader %s; %s\n", d.Offset, d.Kind, d.Local, d.Leader, d.Detail)
-		}
-		if pt := p.EpochsParted; pt != nil {
-			fmt.Fprintf(tw, "  epochs part at offset %d: %s (local %v, leader %v)\n", pt.Offset, pt.Reason, fmtEpochs(p.LocalEpochs), fmtEpochs(p.LeaderEpochs))
-		}
-		if p.Error != "" {
-			fmt.Fprintf(tw, "  error: %s\n", p.Error)
-		}
-	}
-	return tw.Flush()
-}
-
-func fmtEpochs(es []Epoch) string {
-	var b strings.Builder
-	for i, e := range es {
-		if i > 0 {
-			b.WriteByte(' ')
-		}
-		fmt.Fprintf(&b, "(%d,%d)", e.Epoch, e.StartOffset)
-	}
-	return b.String()
 }

@@ -14,11 +14,12 @@ import (
 
 	"github.com/kfollower/kfollower/audit"
 	"github.com/kfollower/kfollower/integration/kafka"
+	"github.com/kfollower/kfollower/lostfound"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// The audit tools (issue 6) against one real cluster, after the unclean
+// The audit and lost+found tools against one real cluster, after the unclean
 // election of TestUncleanElectionLoss, with a second topic whose
 // partitions change leader several times:
 //   - verify on a copy of kfollower's data taken before it reconciled
@@ -191,7 +192,7 @@ func TestAuditAfterUncleanElection(t *testing.T) {
 	t.Run("lost replay", func(t *testing.T) {
 		const restored = "restored"
 		c.CreateTopic(ctx, restored, [][]int32{{b, 3}}, nil)
-		list, err := audit.ListLost(audit.LostOptions{DataDir: s.dir})
+		list, err := lostfound.List(lostfound.ListOptions{DataDir: s.dir})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -199,14 +200,14 @@ func TestAuditAfterUncleanElection(t *testing.T) {
 		if len(list.Events) != 1 || list.Events[0].FirstOffset != n1 || list.Events[0].Records != n2 {
 			t.Fatalf("lost+found events %+v, want one of %d records from %d", list.Events, n2, n1)
 		}
-		dry, err := audit.Replay(ctx, audit.ReplayOptions{Client: cl, DataDir: s.dir, ToTopic: restored, DryRun: true})
+		dry, err := lostfound.Replay(ctx, lostfound.ReplayOptions{Client: cl, DataDir: s.dir, ToTopic: restored, DryRun: true})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if dry.Replayed != n2 || countRecords(ctx, t, c, restored, 0) != 0 {
 			t.Fatalf("dry run: would replay %d (want %d), and must produce nothing", dry.Replayed, n2)
 		}
-		rep, err := audit.Replay(ctx, audit.ReplayOptions{Client: cl, DataDir: s.dir, ToTopic: restored})
+		rep, err := lostfound.Replay(ctx, lostfound.ReplayOptions{Client: cl, DataDir: s.dir, ToTopic: restored})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -215,7 +216,7 @@ func TestAuditAfterUncleanElection(t *testing.T) {
 			t.Fatalf("replay %+v, want %d replayed", rep, n2)
 		}
 		checkReplayed(ctx, t, c, restored, topic, lost)
-		again, err := audit.Replay(ctx, audit.ReplayOptions{Client: cl, DataDir: s.dir, ToTopic: restored})
+		again, err := lostfound.Replay(ctx, lostfound.ReplayOptions{Client: cl, DataDir: s.dir, ToTopic: restored})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -274,7 +275,7 @@ func checkReplayed(ctx context.Context, t *testing.T, c *kafka.Cluster, restored
 		var src []string
 		var other int
 		for _, h := range g.Headers {
-			if h.Key == audit.SourceHeader {
+			if h.Key == lostfound.SourceHeader {
 				src = append(src, string(h.Value))
 			} else {
 				other++

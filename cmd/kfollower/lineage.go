@@ -39,10 +39,10 @@ Flags:
 	}
 	parts, err := a.partitionList()
 	if err != nil {
-		return a.fail(&audit.UsageError{Msg: err.Error()})
+		return a.fail(err)
 	}
 	if len(a.topics) == 0 {
-		return a.fail(&audit.UsageError{Msg: "--topic is required"})
+		return a.fail(usageErrorf("--topic is required"))
 	}
 	cl, err := a.client()
 	if err != nil {

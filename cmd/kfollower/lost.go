@@ -6,7 +6,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/kfollower/kfollower/audit"
+	"github.com/kfollower/kfollower/lostfound"
 )
 
 func init() {
@@ -22,7 +22,7 @@ func runLost(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 list shows each lost+found event: partition, offsets, epochs, batches,
 records, bytes, when it was saved. replay re-produces the lost records
 (keys, values, headers, timestamps) to an existing topic, adding the header
-`+audit.SourceHeader+` = "<topic>/<partition>/<offset>"; it first reads the
+`+lostfound.SourceHeader+` = "<topic>/<partition>/<offset>"; it first reads the
 target and skips records already there, so running it again adds nothing.
 Records of aborted transactions are never replayed; those of transactions
 whose outcome the lost range does not show only with --include-undecided.
@@ -48,6 +48,10 @@ Run 'kfollower lost list --help' or 'kfollower lost replay --help' for flags.
 	return exitUsage
 }
 
+// errNoLostDataDir: lostfound takes an empty data dir as its caller's
+// mistake; on the command line it is a usage error.
+var errNoLostDataDir = usageErrorf("lost: no data dir")
+
 func runLostList(args []string, stdout, stderr io.Writer) int {
 	a := newAuditCLI("lost list", stderr, false)
 	a.fs.Usage = func() {
@@ -59,9 +63,12 @@ func runLostList(args []string, stdout, stderr io.Writer) int {
 	}
 	parts, err := a.partitionList()
 	if err != nil {
-		return a.fail(&audit.UsageError{Msg: err.Error()})
+		return a.fail(err)
 	}
-	rep, err := audit.ListLost(audit.LostOptions{DataDir: a.cfg.DataDir, Topics: a.topics, Partitions: parts})
+	if a.cfg.DataDir == "" {
+		return a.fail(errNoLostDataDir)
+	}
+	rep, err := lostfound.List(lostfound.ListOptions{DataDir: a.cfg.DataDir, Topics: a.topics, Partitions: parts})
 	if err != nil {
 		return a.fail(err)
 	}
@@ -82,17 +89,20 @@ func runLostReplay(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	parts, err := a.partitionList()
 	if err != nil {
-		return a.fail(&audit.UsageError{Msg: err.Error()})
+		return a.fail(err)
 	}
 	if *to == "" {
-		return a.fail(&audit.UsageError{Msg: "--to-topic is required"})
+		return a.fail(usageErrorf("--to-topic is required"))
 	}
 	cl, err := a.client()
 	if err != nil {
 		return a.fail(err)
 	}
 	defer cl.Close()
-	rep, err := audit.Replay(ctx, audit.ReplayOptions{Client: cl, DataDir: a.cfg.DataDir, Topics: a.topics, Partitions: parts,
+	if a.cfg.DataDir == "" {
+		return a.fail(errNoLostDataDir)
+	}
+	rep, err := lostfound.Replay(ctx, lostfound.ReplayOptions{Client: cl, DataDir: a.cfg.DataDir, Topics: a.topics, Partitions: parts,
 		ToTopic: *to, DryRun: *dry, IncludeUndecided: *undecided})
 	if err != nil {
 		return a.fail(err)

@@ -1,116 +1,20 @@
-package audit
+package lostfound
 
 import (
-	"cmp"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"text/tabwriter"
-	"time"
 
-	"github.com/kfollower/kfollower/storage"
+	"github.com/kfollower/kfollower/cluster"
+	"github.com/kfollower/kfollower/wire"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
-
-// LostOptions select lost+found events.
-type LostOptions struct {
-	// DataDir is the kfollower data dir; it is only read.
-	DataDir string
-	// Topics and Partitions narrow the list; empty means all.
-	Topics     []string
-	Partitions []int32
-}
-
-// LostEvent is one saved range: storage.Lost (the content of lost.json)
-// plus the directory holding it.
-type LostEvent struct {
-	storage.Lost
-	Dir string `json:"dir"`
-}
-
-// LostReport is the result of ListLost. Its exported fields are its JSON
-// form.
-type LostReport struct {
-	Events []LostEvent `json:"events"`
-}
-
-// ExitCode is ExitOK: listing finds nothing to disagree with.
-func (r *LostReport) ExitCode() int { return ExitOK }
-
-// ListLost lists the lost+found events under DataDir
-// (storage.LostFoundDir: lost+found/<topic>-<partition>/<first>-<end>[.n]/
-// lost.json), ordered by partition and offset.
-func ListLost(opts LostOptions) (*LostReport, error) {
-	if opts.DataDir == "" {
-		return nil, &UsageError{"lost: no data dir"}
-	}
-	root := filepath.Join(opts.DataDir, "lost+found")
-	parts, err := os.ReadDir(root)
-	if errors.Is(err, os.ErrNotExist) {
-		return &LostReport{}, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("listing %s: %w", root, err)
-	}
-	rep := &LostReport{}
-	for _, pd := range parts {
-		tp, ok := storage.ParsePartitionDir(pd.Name())
-		if !pd.IsDir() || !ok ||
-			(len(opts.Topics) > 0 && !slices.Contains(opts.Topics, tp.Topic)) ||
-			(len(opts.Partitions) > 0 && !slices.Contains(opts.Partitions, tp.Partition)) {
-			continue
-		}
-		ranges, err := os.ReadDir(filepath.Join(root, pd.Name()))
-		if err != nil {
-			return nil, fmt.Errorf("listing %s: %w", filepath.Join(root, pd.Name()), err)
-		}
-		for _, rd := range ranges {
-			dir := filepath.Join(root, pd.Name(), rd.Name())
-			if !rd.IsDir() {
-				continue
-			}
-			if _, err := os.Stat(filepath.Join(dir, "lost.json")); errors.Is(err, os.ErrNotExist) {
-				continue // SaveLost writes lost.json last: an interrupted save
-			}
-			l, err := storage.ReadLost(dir)
-			if err != nil {
-				return nil, fmt.Errorf("reading lost+found event %s: %w", dir, err)
-			}
-			rep.Events = append(rep.Events, LostEvent{Lost: l, Dir: dir})
-		}
-	}
-	slices.SortFunc(rep.Events, func(a, b LostEvent) int {
-		return cmp.Or(strings.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition),
-			cmp.Compare(a.FirstOffset, b.FirstOffset), a.SavedAt.Compare(b.SavedAt), strings.Compare(a.Dir, b.Dir))
-	})
-	return rep, nil
-}
-
-// WriteTable renders one line per event.
-func (r *LostReport) WriteTable(w io.Writer) error {
-	if len(r.Events) == 0 {
-		_, err := fmt.Fprintln(w, "no lost+found events")
-		return err
-	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PARTITION\tOFFSETS\tEPOCHS\tBATCHES\tRECORDS\tBYTES\tSAVED\tDIR\t")
-	for _, e := range r.Events {
-		var eps []string
-		for _, le := range e.Epochs {
-			eps = append(eps, fmt.Sprintf("%d:[%d..%d]", le.Epoch, le.FirstOffset, le.LastOffset))
-		}
-		fmt.Fprintf(tw, "%s-%d\t[%d..%d]\t%s\t%d\t%d\t%d\t%s\t%s\t\n", e.Topic, e.Partition, e.FirstOffset, e.LastOffset,
-			strings.Join(eps, " "), e.Batches, e.Records, e.Bytes, e.SavedAt.UTC().Format(time.RFC3339), e.Dir)
-	}
-	return tw.Flush()
-}
 
 // SourceHeader is the record header Replay adds to every record it
 // produces, naming the lost record: "<topic>/<partition>/<offset>" (a
@@ -126,21 +30,21 @@ func sourceValue(topic string, partition int32, offset int64) string {
 
 // ReplayOptions say which lost records go where.
 type ReplayOptions struct {
-	// Client reads Metadata and the target topic, and is the template of
-	// the producer Replay creates (Client.Opts plus a manual partitioner
-	// and acks=all; the producer stays idempotent unless Client disabled
-	// it). It must not be a consumer (no ConsumeTopics, no group), since
-	// the producer inherits its options.
+	// Client (required) reads Metadata and the target topic, and is the
+	// template of the producer Replay creates (Client.Opts plus a manual
+	// partitioner and acks=all; the producer stays idempotent unless Client
+	// disabled it). It must not be a consumer (no ConsumeTopics, no group),
+	// since the producer inherits its options.
 	Client *kgo.Client
-	// DataDir is the kfollower data dir; it is only read.
+	// DataDir is the kfollower data dir (required); it is only read.
 	DataDir string
 	// Topics and Partitions select the lost+found events; empty means all.
 	Topics     []string
 	Partitions []int32
-	// ToTopic is the topic to produce to; it must exist. Each record goes
-	// to the partition with the number of its source partition, or that
-	// number modulo the partition count when the target has fewer, so
-	// each source partition keeps its order.
+	// ToTopic is the topic to produce to (required); it must exist. Each
+	// record goes to the partition with the number of its source partition,
+	// or that number modulo the partition count when the target has fewer,
+	// so each source partition keeps its order.
 	ToTopic string
 	// DryRun reads and decides everything but produces nothing.
 	DryRun bool
@@ -184,8 +88,8 @@ type ReplayReport struct {
 	Undecided      int           `json:"undecided"`
 }
 
-// ExitCode is ExitOK: a replay that failed returns an error instead.
-func (r *ReplayReport) ExitCode() int { return ExitOK }
+// ExitCode is 0, success: a replay that failed returns an error instead.
+func (r *ReplayReport) ExitCode() int { return 0 }
 
 // WriteTable renders one line per event and a total.
 func (r *ReplayReport) WriteTable(w io.Writer) error {
@@ -210,23 +114,23 @@ func (r *ReplayReport) WriteTable(w io.Writer) error {
 // transactions and control records are never replayed.
 func Replay(ctx context.Context, opts ReplayOptions) (*ReplayReport, error) {
 	if opts.Client == nil {
-		return nil, &UsageError{"lost replay: no Kafka client"}
+		return nil, errors.New("lost replay: no Kafka client")
 	}
 	if opts.ToTopic == "" {
-		return nil, &UsageError{"lost replay: no target topic (--to-topic)"}
+		return nil, errors.New("lost replay: no target topic (--to-topic)")
 	}
-	list, err := ListLost(LostOptions{DataDir: opts.DataDir, Topics: opts.Topics, Partitions: opts.Partitions})
+	list, err := List(ListOptions{DataDir: opts.DataDir, Topics: opts.Topics, Partitions: opts.Partitions})
 	if err != nil {
 		return nil, err
 	}
-	meta, err := loadMetadata(ctx, opts.Client, []string{opts.ToTopic})
+	meta, err := cluster.LoadMetadata(ctx, opts.Client, []string{opts.ToTopic})
 	if err != nil {
 		return nil, err
 	}
-	n, ok := meta.partitions[opts.ToTopic]
+	n, ok := meta.Partitions(opts.ToTopic)
 	if !ok || n == 0 {
-		if pm, bad := meta.parts[topicPartition{Topic: opts.ToTopic, Partition: -1}]; bad {
-			return nil, fmt.Errorf("lost replay: target topic %s: %w", opts.ToTopic, pm.err)
+		if err := meta.TopicError(opts.ToTopic); err != nil {
+			return nil, fmt.Errorf("lost replay: target topic %s: %w", opts.ToTopic, err)
 		}
 		return nil, fmt.Errorf("lost replay: target topic %s does not exist; create it first", opts.ToTopic)
 	}
@@ -301,7 +205,7 @@ func produceAll(ctx context.Context, cl *kgo.Client, recs []*kgo.Record) error {
 
 // decodeLost decodes the saved segment of an event into records, control
 // records included (decideTransactions needs the markers).
-func decodeLost(ev LostEvent) ([]*kgo.Record, error) {
+func decodeLost(ev Event) ([]*kgo.Record, error) {
 	path := filepath.Join(ev.Dir, ev.Segment)
 	raw, err := os.ReadFile(path)
 	if err != nil {
@@ -319,90 +223,31 @@ func decodeLost(ev LostEvent) ([]*kgo.Record, error) {
 	return fp.Records, nil
 }
 
-// txnDecision sorts lost records by what their transaction did.
-type txnDecision struct {
-	keep              []*kgo.Record // non-transactional, or committed in the lost range
-	keepWithUndecided []*kgo.Record // keep plus the undecided, in offset order
-	data              int           // data records (not control)
-	aborted           int
-	undecided         int
-}
-
-// decideTransactions follows each producer's transaction through the lost
-// records: transactional records wait for their producer's next control
-// record (a commit or abort marker, key = version int16, type int16 with
-// 0 = abort, 1 = commit: ControlRecordType.java); at the end, records
-// still waiting are undecided. Order is kept: a committed transaction's
-// records stay where they were written.
-func decideTransactions(recs []*kgo.Record) txnDecision {
-	const (
-		pending = iota
-		keep
-		drop
-	)
-	state := make([]int, len(recs))
-	waiting := map[int64][]int{}
-	var d txnDecision
-	for i, r := range recs {
-		switch {
-		case r.Attrs.IsControl():
-			state[i] = drop
-			commit := len(r.Key) >= 4 && binary.BigEndian.Uint16(r.Key[2:4]) == 1
-			for _, j := range waiting[r.ProducerID] {
-				if commit {
-					state[j] = keep
-				} else {
-					state[j] = drop
-					d.aborted++
-				}
-			}
-			delete(waiting, r.ProducerID)
-		case r.Attrs.IsTransactional():
-			d.data++
-			waiting[r.ProducerID] = append(waiting[r.ProducerID], i)
-		default:
-			d.data++
-			state[i] = keep
-		}
-	}
-	for i, r := range recs {
-		switch {
-		case state[i] == keep:
-			d.keep = append(d.keep, r)
-			d.keepWithUndecided = append(d.keepWithUndecided, r)
-		case state[i] == pending && !r.Attrs.IsControl():
-			d.undecided++
-			d.keepWithUndecided = append(d.keepWithUndecided, r)
-		}
-	}
-	return d
-}
-
 // readMarkers reads every partition of topic from its log start to its
 // high watermark with raw Fetch requests (no consumer state in the
 // caller's client) and returns the SourceHeader values found.
-func readMarkers(ctx context.Context, cl *kgo.Client, topic string, n int32, meta *clusterMeta) (map[string]bool, error) {
+func readMarkers(ctx context.Context, cl *kgo.Client, topic string, n int32, meta *cluster.Metadata) (map[string]bool, error) {
 	present := map[string]bool{}
-	byBroker := map[int32][]epochQuery{}
-	pms := map[int32]partitionMeta{}
+	byBroker := map[int32][]cluster.Query{}
+	pms := map[int32]cluster.Partition{}
 	for p := range n {
-		tp := topicPartition{Topic: topic, Partition: p}
-		pm, err := meta.lookup(tp)
+		tp := wire.TopicPartition{Topic: topic, Partition: p}
+		pm, err := meta.Lookup(tp)
 		if err != nil {
 			return nil, fmt.Errorf("lost replay: reading target %s: %w", tp, err)
 		}
 		pms[p] = pm
-		byBroker[pm.leader] = append(byBroker[pm.leader], epochQuery{tp: tp, currentEpoch: pm.leaderEpoch})
+		byBroker[pm.Leader] = append(byBroker[pm.Leader], cluster.Query{TP: tp, CurrentEpoch: pm.LeaderEpoch})
 	}
-	starts := listStartOffsets(ctx, cl, byBroker)
+	starts := cluster.LogStartOffsets(ctx, cl, byBroker)
 	for p := range n {
-		tp := topicPartition{Topic: topic, Partition: p}
+		tp := wire.TopicPartition{Topic: topic, Partition: p}
 		a := starts[tp]
-		if a.err != nil {
-			return nil, fmt.Errorf("lost replay: reading target: %w", a.err)
+		if a.Err != nil {
+			return nil, fmt.Errorf("lost replay: reading target: %w", a.Err)
 		}
-		for off := a.endOffset; ; {
-			fp, err := fetchOnce(ctx, cl, tp, pms[p], off, 16<<20)
+		for off := a.Offset; ; {
+			fp, err := cluster.Fetch(ctx, cl, tp, pms[p], off, 16<<20)
 			if err != nil {
 				return nil, fmt.Errorf("lost replay: reading target: %w", err)
 			}
@@ -410,11 +255,11 @@ func readMarkers(ctx context.Context, cl *kgo.Client, topic string, n int32, met
 			if dec.Err != nil {
 				return nil, fmt.Errorf("lost replay: reading target %s at %d: %w", tp, off, dec.Err)
 			}
-			c, err := chunkOf(tp, fp, off)
+			c, err := cluster.ChunkOf(tp, fp, off)
 			if err != nil {
 				return nil, err
 			}
-			if len(c.headers) == 0 {
+			if len(c.Headers) == 0 {
 				break
 			}
 			for _, r := range dec.Records {
@@ -424,7 +269,7 @@ func readMarkers(ctx context.Context, cl *kgo.Client, topic string, n int32, met
 					}
 				}
 			}
-			off = c.next
+			off = c.Next
 		}
 	}
 	return present, nil
