@@ -48,7 +48,7 @@ var layers = []layer{
 	{pkg: "wire", allow: []string{"std", "kmsg", "kerr", "wire/batch"}},
 	{pkg: "fetcher", allow: []string{"std", "follower", "storage", "wire", "wire/batch", "kgo", "kmsg", "kerr"}},
 	{pkg: "audit", allow: []string{"std", "storage", "wire", "wire/batch", "kgo", "kmsg", "kerr"}},
-	{pkg: "metrics", allow: []string{"std", "client_golang", "fetcher", "follower", "wire"}},
+	{pkg: "metrics", allow: []string{"std", "client_golang", "fetcher", "follower", "wire", "kmsg"}},
 	{pkg: "cmd/kfollower", allow: []string{"*"}},
 	{pkg: "integration/...", allow: []string{"*"}},
 	{pkg: "bench", allow: []string{"*"}},
