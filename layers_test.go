@@ -68,7 +68,7 @@ var layers = []layer{
 	{pkg: "audit", allow: []string{"std", "storage", "cluster", "wire", "wire/batch", "kgo", "kerr"}, readOnly: true},
 	// Writes to a cluster (lost replay); reads its data dir only.
 	{pkg: "lostfound", allow: []string{"std", "storage", "cluster", "wire", "kgo", "kmsg"}},
-	{pkg: "metrics", allow: []string{"std", "client_golang", "fetcher", "follower", "wire"}},
+	{pkg: "metrics", allow: []string{"std", "client_golang", "fetcher", "follower", "wire", "kmsg"}},
 	{pkg: "cmd/kfollower", allow: []string{"*"}},
 	{pkg: "integration/...", allow: []string{"*"}},
 	{pkg: "bench", allow: []string{"*"}},

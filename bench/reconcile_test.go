@@ -11,6 +11,7 @@ import (
 	"github.com/kfollower/kfollower/follower"
 	"github.com/kfollower/kfollower/integration/kafka"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // BenchmarkReconcile1000 follows 1,000 partitions led by broker 1, then
@@ -45,14 +46,9 @@ func BenchmarkReconcile1000(b *testing.B) {
 	var epochQueries, epochPartitions atomic.Int64
 	m, err := fetcher.New(fetcher.Config{
 		Client: c.Client(), DataDir: dir, MetadataInterval: time.Second,
-		Follow:  func(t string) bool { return t == topic },
-		Backoff: follower.BackoffPolicy{Base: 20 * time.Millisecond, Max: time.Second},
-		OnFetch: func(s fetcher.FetchStats) {
-			if s.Kind == "offsets_for_leader_epoch" {
-				epochQueries.Add(1)
-				epochPartitions.Add(int64(s.Partitions))
-			}
-		},
+		Follow:    func(t string) bool { return t == topic },
+		Backoff:   follower.BackoffPolicy{Base: 20 * time.Millisecond, Max: time.Second},
+		Observers: []fetcher.Observer{epochCounter{requests: &epochQueries, partitions: &epochPartitions}},
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -84,6 +80,20 @@ func BenchmarkReconcile1000(b *testing.B) {
 	b.ReportMetric(time.Since(stopped).Seconds()*1000, "ms-since-shutdown-began")
 	b.ReportMetric(float64(epochQueries.Load()), "epoch-requests")
 	b.ReportMetric(float64(epochPartitions.Load())/float64(partitions), "epoch-queries-per-partition")
+}
+
+// epochCounter counts the OffsetForLeaderEpoch requests and the
+// partitions they carry.
+type epochCounter struct {
+	fetcher.NopObserver
+	requests, partitions *atomic.Int64
+}
+
+func (c epochCounter) RequestDone(s fetcher.RequestStats) {
+	if s.Key == kmsg.OffsetForLeaderEpoch {
+		c.requests.Add(1)
+		c.partitions.Add(int64(s.Partitions))
+	}
 }
 
 func waitAll(b *testing.B, m *fetcher.Manager, n int, cond func(fetcher.Status) bool) {

@@ -2,74 +2,117 @@ package fetcher
 
 import (
 	"log/slog"
+	"slices"
 	"testing"
-	"time"
 
 	"github.com/kfollower/kfollower/follower"
 	"github.com/kfollower/kfollower/storage"
 	"github.com/kfollower/kfollower/wire"
 	"github.com/kfollower/kfollower/wire/batch"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-func collect(events *[]follower.Event) *Config {
-	cfg := &Config{OnEvent: func(e follower.Event) { *events = append(*events, e) }, Logger: slog.New(slog.DiscardHandler)}
-	cfg.withDefaults()
-	return cfg
+// fetched converts raw as the one partition of a Fetch response, as the
+// worker does: wire frames the batches once.
+func fetched(t *testing.T, raw []byte) wire.FetchAnswer {
+	t.Helper()
+	tp := wire.TopicPartition{Topic: "t", Partition: 0}
+	resp := kmsg.NewPtrFetchResponse()
+	rt := kmsg.NewFetchResponseTopic()
+	rt.Topic = tp.Topic
+	rp := kmsg.NewFetchResponseTopicPartition()
+	rp.RecordBatches = raw
+	rt.Partitions = append(rt.Partitions, rp)
+	resp.Topics = append(resp.Topics, rt)
+	answers, missing := wire.FetchReplies(resp, map[wire.TopicPartition]wire.FetchPartition{tp: {}}, nil)
+	if len(missing) > 0 {
+		t.Fatalf("missing %v", missing)
+	}
+	return answers[tp]
 }
 
-// A batch stamped above the epoch the fetch was fenced with fires
-// CheckBatchEpochAboveLeader; batches at or below it do not.
-func TestCheckBatchEpochs(t *testing.T) {
-	var events []follower.Event
-	cfg := collect(&events)
+// openPart is t-0 over an empty log, without a state machine: enough for
+// apply.
+func openPart(t *testing.T) *part {
+	t.Helper()
 	l, err := storage.Open(t.TempDir(), "t", 0, storage.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	p := &part{tp: wire.TopicPartition{Topic: "t", Partition: 0}, log: l,
-		sm: follower.NewPartition(follower.Config{Topic: "t"}, l)}
-	if err := p.sm.Step(time.Unix(0, 0), follower.LeaderChange{Leader: 1, LeaderEpoch: 3}); err != nil {
-		t.Fatal(err)
-	}
-	appendRun := func(raw []byte) {
+	t.Cleanup(func() { l.Close() })
+	return &part{tp: wire.TopicPartition{Topic: "t", Partition: 0}, log: l}
+}
+
+// A batch stamped above the epoch the Append says the fetch was fenced with
+// fires CheckBatchEpochAboveLeader, one event per run of batches of one
+// epoch; batches at or below it do not; either way everything is copied,
+// and the records counted are wire's.
+func TestCheckBatchEpochs(t *testing.T) {
+	p := openPart(t)
+	l := p.log
+	id := uint64(0)
+	appendRun := func(raw []byte) applied {
 		t.Helper()
-		if _, _, _, err := p.apply(cfg, []follower.Action{&follower.Append{Records: raw}}); err != nil {
+		a := fetched(t, raw)
+		id++
+		p.fetched = fetchedBatches{id: id, Batches: a.Batches}
+		done, err := p.apply([]follower.Action{&follower.Append{ID: id, CurrentLeaderEpoch: 3, Records: a.Records}})
+		if err != nil {
 			t.Fatal(err)
 		}
+		return done
 	}
-	appendRun(append(batch.BuildRun(0, 2, 2, 3), batch.BuildRun(6, 3, 1, 3)...))
-	if len(events) != 0 {
-		t.Fatalf("batches of epochs 2 and 3 under leader epoch 3 reported %v", events)
+	done := appendRun(slices.Concat(batch.BuildRun(0, 2, 2, 3), batch.BuildRun(6, 3, 1, 3)))
+	if len(done.checks) != 0 || done.records != 9 {
+		t.Fatalf("batches of epochs 2 and 3 under leader epoch 3: %d records, events %v", done.records, done.checks)
 	}
-	appendRun(append(batch.BuildRun(9, 3, 1, 3), batch.BuildRun(12, 4, 1, 3)...))
-	if l.LogEndOffset() != 15 {
-		t.Fatalf("log end %d after appending offsets 0..14: a conformance check must not change what is copied", l.LogEndOffset())
+	done = appendRun(slices.Concat(batch.BuildRun(9, 3, 1, 3), batch.BuildRun(12, 4, 2, 1), batch.BuildRun(14, 5, 1, 1)))
+	if l.LogEndOffset() != 15 || done.records != 6 {
+		t.Fatalf("log end %d, %d records appended; want 15 and 6: a conformance check must not change what is copied", l.LogEndOffset(), done.records)
 	}
-	if len(events) != 1 {
-		t.Fatalf("want one event for a batch of epoch 4 under leader epoch 3, got %v", events)
+	if len(done.checks) != 2 {
+		t.Fatalf("want one event for the batches of epoch 4 and one for epoch 5 under leader epoch 3, got %v", done.checks)
 	}
-	e := events[0].(*follower.ConformanceEvent)
-	if e.Check != follower.CheckBatchEpochAboveLeader || e.LeaderEpoch != 3 {
-		t.Fatalf("got %v", e)
+	for i, want := range []string{
+		"2 batches from offset 12 carry leader epoch 4; the fetch was fenced at epoch 3",
+		"batch at offset 14 carries leader epoch 5; the fetch was fenced at epoch 3",
+	} {
+		e := done.checks[i].(*follower.ConformanceEvent)
+		if e.Check != follower.CheckBatchEpochAboveLeader || e.LeaderEpoch != 3 || e.Evidence != want {
+			t.Fatalf("got %v, want evidence %q", e, want)
+		}
 	}
-	t.Log(e)
+}
+
+// An Append whose batches wire did not account for is refused rather than
+// stored uncounted and unchecked.
+func TestAppendNeedsWiresAccount(t *testing.T) {
+	p := openPart(t)
+	l := p.log
+	a := fetched(t, batch.BuildRun(0, 1, 1, 1))
+	p.fetched = fetchedBatches{id: 1, Batches: a.Batches}
+	if _, err := p.apply([]follower.Action{&follower.Append{ID: 2, Records: a.Records}}); err == nil || l.LogEndOffset() != 0 {
+		t.Fatalf("append of reply 2 with reply 1's account: err %v, log end %d", err, l.LogEndOffset())
+	}
 }
 
 // One broker naming a lower leader epoch than it named before fires
 // CheckMetadataEpochBackwards; brokers lagging behind each other do not.
 func TestCheckMetadataEpoch(t *testing.T) {
-	var events []follower.Event
-	m := &Manager{cfg: *collect(&events), metaEpochs: map[int32]map[wire.TopicPartition]int32{}}
+	rec := &recorder{}
+	cfg := Config{Logger: slog.New(slog.DiscardHandler), Observers: []Observer{rec}}
+	cfg.withDefaults()
+	m := &Manager{cfg: cfg, metaEpochs: map[int32]map[wire.TopicPartition]int32{}}
 	tp := wire.TopicPartition{Topic: "t", Partition: 0}
 	m.checkMetadataEpoch(1, tp, 5)
 	m.checkMetadataEpoch(2, tp, 4) // broker 2 behind broker 1: fine
 	m.checkMetadataEpoch(1, tp, 6)
 	m.checkMetadataEpoch(-1, tp, 1) // answer from an unknown broker: not checked
-	if len(events) != 0 {
+	if events := rec.Events(); len(events) != 0 {
 		t.Fatalf("no broker went back, yet %v", events)
 	}
 	m.checkMetadataEpoch(2, tp, 3)
+	events := rec.Events()
 	if len(events) != 1 {
 		t.Fatalf("broker 2 went from 4 to 3: want one event, got %v", events)
 	}

@@ -2,7 +2,9 @@
 // owns that broker's partitions: it batches their OffsetsForLeaderEpoch and
 // Fetch requests, feeds the replies to the follower state machines, and
 // carries out the storage actions they decide, in order. Partitions move
-// between broker goroutines by hand-off, never through shared locks.
+// between broker goroutines by hand-off, never through shared locks. What
+// it does is reported to Config.Observers (the Observer interface), which
+// metrics implements.
 //
 // May import: follower, storage, wire, wire/batch and franz-go (kgo, kmsg,
 // kerr), plus the standard library; never metrics, which observes it.

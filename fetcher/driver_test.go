@@ -38,8 +38,9 @@ import (
 //	  T-P leader=N epoch=N             (one line a partition; leader -1: none)
 //	reply broker=N [error=TEXT]        answer broker N's request in the air
 //	  T-P ...                          (one line a partition; a partition left out is missing)
-//	    Fetch:                 [error=NAME] [records=FIRST-LAST] [epoch=N] [hw=N] [log-start=N]
-//	                           [leader=ID/EPOCH] [diverging=EPOCH@END]
+//	    Fetch:                 [error=NAME] [records=FIRST-LAST [partial=BYTES]] [epoch=N] [hw=N]
+//	                           [log-start=N] [leader=ID/EPOCH] [diverging=EPOCH@END]
+//	                           (partial: that many bytes of the next batch follow, cut)
 //	    OffsetsForLeaderEpoch: [error=NAME] epoch=N end=N
 //	    ListOffsets:           [error=NAME] start=N end=N
 //	tick advance=DURATION              move the clock and step Tick everywhere
@@ -49,7 +50,8 @@ import (
 // After every command but status, the story runs the Manager and the
 // workers until nothing moves and prints what happened: the orders each
 // worker carried out, the partitions handed back to Run, the requests sent
-// (broker N <- ...), the round trips and appends reported, and events.
+// (broker N <- ...), and what the observer is told: round trips, appends,
+// leader changes, events and reconciliations.
 func TestDriverStories(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
 		e := newDriverEnv(t)
@@ -100,27 +102,28 @@ type driverEnv struct {
 	now    time.Time
 	calls  chan call
 	inAir  map[int32]call  // by broker: the request its worker waits on
-	out    strings.Builder // what the Manager's callbacks report
+	out    strings.Builder // what the Manager's observer is told
 	// appended sums one worker's appends, reported one partition at a
 	// time in no fixed order.
 	appended appendSum
-	done     bool
+	// pass holds what the observer is told of single partitions until
+	// something else is printed, for the same reason.
+	pass []passLine
+	done bool
 }
+
+type passLine struct{ tp, line string }
 
 func newDriverEnv(t *testing.T) *driverEnv {
 	e := &driverEnv{now: driverBase, calls: make(chan call, 4), inAir: map[int32]call{}}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	cfg := Config{
-		DataDir: t.TempDir(),
-		Follow:  func(topic string) bool { return !strings.HasPrefix(topic, "ignored") },
-		Backoff: follower.BackoffPolicy{Base: 100 * time.Millisecond, Max: time.Second},
-		Logger:  slog.New(slog.DiscardHandler),
-		Now:     func() time.Time { return e.now },
-		OnEvent: func(ev follower.Event) { e.printf("event: %v\n", ev) },
-		OnFetch: func(s FetchStats) { e.stats(s) },
-		OnReconciled: func(tp wire.TopicPartition, n int) {
-			e.printf("%s reconciled in %d round trips\n", tp, n)
-		},
+		DataDir:   t.TempDir(),
+		Follow:    func(topic string) bool { return !strings.HasPrefix(topic, "ignored") },
+		Backoff:   follower.BackoffPolicy{Base: 100 * time.Millisecond, Max: time.Second},
+		Logger:    slog.New(slog.DiscardHandler),
+		Now:       func() time.Time { return e.now },
+		Observers: []Observer{e},
 	}
 	e.m = newManager(cfg, nil, func(id int32) requester { return fakeBroker{id: id, calls: e.calls} })
 	e.m.start = func(context.Context, *worker) {} // the story plays each worker's loop
@@ -133,21 +136,15 @@ func (e *driverEnv) close() {
 	}
 }
 
-func (e *driverEnv) stats(s FetchStats) {
-	if s.Kind == "append" {
-		// Summed per worker loop: the worker visits its partitions in no
-		// fixed order.
-		if a := &e.appended; a.records > 0 && a.broker != s.Broker {
-			e.printf("")
-		}
-		e.appended.broker = s.Broker
-		e.appended.records += s.Records
-		e.appended.bytes += s.Bytes
-		return
-	}
-	e.printf("broker %d answered %s for %d partitions", s.Broker, s.Kind, s.Partitions)
+// The story is the Manager's observer: it prints what it is told.
+
+func (e *driverEnv) RequestDone(s RequestStats) {
+	e.printf("broker %d answered %s for %d partitions", s.Broker, s.Key.Name(), s.Partitions)
 	if s.Err != nil {
 		e.printf(": %v", s.Err)
+	}
+	if s.FetchedBytes > 0 {
+		e.printf("; fetched %d records (%d bytes)", s.FetchedRecords, s.FetchedBytes)
 	}
 	if len(s.Results) > 0 {
 		var rs []string
@@ -163,6 +160,46 @@ func (e *driverEnv) stats(s FetchStats) {
 	e.printf("\n")
 }
 
+// Appended sums one worker's appends: the worker visits its partitions in
+// no fixed order.
+func (e *driverEnv) Appended(broker int32, _ wire.TopicPartition, bytes, records int64) {
+	if a := &e.appended; a.records > 0 && a.broker != broker {
+		e.printf("")
+	}
+	e.appended.broker = broker
+	e.appended.records += records
+	e.appended.bytes += bytes
+}
+
+// partPrintf adds to the story's output a line about tp, printed with the
+// others of the same worker pass sorted by partition.
+func (e *driverEnv) partPrintf(tp string, format string, args ...any) {
+	e.pass = append(e.pass, passLine{tp: tp, line: fmt.Sprintf(format, args...)})
+}
+
+func (e *driverEnv) Event(ev follower.Event) {
+	var tp string
+	switch ev := ev.(type) {
+	case *follower.TruncationEvent:
+		tp = fmt.Sprintf("%s-%d", ev.Topic, ev.Partition)
+	case *follower.GapEvent:
+		tp = fmt.Sprintf("%s-%d", ev.Topic, ev.Partition)
+	case *follower.ConformanceEvent:
+		tp = fmt.Sprintf("%s-%d", ev.Topic, ev.Partition)
+	}
+	e.partPrintf(tp, "event: %v\n", ev)
+}
+
+func (e *driverEnv) Reconciled(ev *follower.ReconciledEvent) {
+	e.partPrintf(fmt.Sprintf("%s-%d", ev.Topic, ev.Partition), "%v\n", ev)
+}
+
+func (e *driverEnv) LeaderChanged(tp wire.TopicPartition, old, new follower.LeaderChange) {
+	e.printf("run: %s leader changed from %d (epoch %d) to %d (epoch %d)\n", tp, old.Leader, old.LeaderEpoch, new.Leader, new.LeaderEpoch)
+}
+
+func (e *driverEnv) Maintained(s MaintenanceStats) { e.printf("%s maintained: %+v\n", s.TP, s) }
+
 type appendSum struct {
 	broker         int32
 	records, bytes int64
@@ -170,6 +207,11 @@ type appendSum struct {
 
 // printf adds to the story's output, after the appends summed so far.
 func (e *driverEnv) printf(format string, args ...any) {
+	slices.SortStableFunc(e.pass, func(a, b passLine) int { return strings.Compare(a.tp, b.tp) })
+	for _, l := range e.pass {
+		e.out.WriteString(l.line)
+	}
+	e.pass = e.pass[:0]
 	if a := &e.appended; a.records > 0 || a.bytes > 0 {
 		fmt.Fprintf(&e.out, "broker %d appended %d records (%d bytes)\n", a.broker, a.records, a.bytes)
 		*a = struct {
@@ -558,7 +600,13 @@ func fetchResponse(t *testing.T, d *datadriven.TestData) *kmsg.FetchResponse {
 			if !ok || err1 != nil || err2 != nil || l < f {
 				d.Fatalf(t, "records=%q: want FIRST-LAST", s)
 			}
-			p.RecordBatches = batch.BuildRun(f, int32(args.int(t, d, "epoch", 0)), 1, int(l-f+1))
+			epoch := int32(args.int(t, d, "epoch", 0))
+			p.RecordBatches = batch.BuildRun(f, epoch, 1, int(l-f+1))
+			if n := args.int(t, d, "partial", 0); n > 0 {
+				// The first n bytes of the next batch: a broker may cut
+				// the last batch to fit the size limits.
+				p.RecordBatches = append(p.RecordBatches, batch.Build(batch.Spec{BaseOffset: l + 1, Epoch: epoch, Records: 1})[:n]...)
+			}
 		}
 		if s, ok := args["leader"]; ok {
 			id, ep, ok := strings.Cut(s, "/")

@@ -3,6 +3,8 @@ package fetcher
 import (
 	"context"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -66,26 +68,13 @@ func TestDriverErrorPathsKfake(t *testing.T) {
 	}
 	defer cl.Close()
 	dir := t.TempDir()
-	var mu sync.Mutex
-	var events []follower.Event
-	seen := map[string]int{} // partitions answered with each error, by kind and name
+	rec := &recorder{}
 	m, err := New(Config{
 		Client: cl, DataDir: dir, Follow: func(topic string) bool { return topic == "t" },
 		MetadataInterval: 200 * time.Millisecond,
 		Backoff:          follower.BackoffPolicy{Base: 10 * time.Millisecond, Max: 100 * time.Millisecond},
 		Logger:           slog.New(slog.DiscardHandler),
-		OnEvent: func(e follower.Event) {
-			mu.Lock()
-			events = append(events, e)
-			mu.Unlock()
-		},
-		OnFetch: func(s FetchStats) {
-			mu.Lock()
-			for name, n := range s.Results {
-				seen[s.Kind+" "+name] += n
-			}
-			mu.Unlock()
-		},
+		Observers:        []Observer{rec},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -130,14 +119,12 @@ func TestDriverErrorPathsKfake(t *testing.T) {
 	}
 	done <- nil // for the deferred receive
 
-	mu.Lock()
-	defer mu.Unlock()
-	for _, e := range events {
+	for _, e := range rec.Events() {
 		t.Errorf("kfake cannot diverge, delete or break the protocol's rules, yet: %v", e)
 	}
+	seen := rec.Results()
 	for _, f := range faults {
-		kind := map[kmsg.Key]string{kmsg.Fetch: "fetch", kmsg.OffsetForLeaderEpoch: "offsets_for_leader_epoch"}[f.key]
-		name := kind + " " + f.err.Message
+		name := f.key.Name() + " " + f.err.Message
 		if hits := f.h.Hits(); hits != f.count {
 			t.Errorf("%s: installed for %d requests, fired on %d", name, f.count, hits)
 		}
@@ -169,6 +156,45 @@ func TestDriverErrorPathsKfake(t *testing.T) {
 			t.Fatalf("partition %d holds %d records, want 600", p, records)
 		}
 	}
+}
+
+// recorder is an Observer for a Manager that runs its own goroutines: it
+// keeps the events, and counts the partitions answered with each result by
+// API and result name ("Fetch NOT_LEADER_OR_FOLLOWER").
+type recorder struct {
+	NopObserver
+	mu      sync.Mutex
+	events  []follower.Event
+	results map[string]int
+}
+
+func (r *recorder) Event(e follower.Event) {
+	r.mu.Lock()
+	r.events = append(r.events, e)
+	r.mu.Unlock()
+}
+
+func (r *recorder) RequestDone(s RequestStats) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.results == nil {
+		r.results = map[string]int{}
+	}
+	for name, n := range s.Results {
+		r.results[s.Key.Name()+" "+name] += n
+	}
+}
+
+func (r *recorder) Events() []follower.Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.events)
+}
+
+func (r *recorder) Results() map[string]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return maps.Clone(r.results)
 }
 
 // status is the status of topic-p, or a zero Status if there is none.

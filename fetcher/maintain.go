@@ -51,7 +51,7 @@ func (w *worker) maintain() {
 				st.Flushed, st.FlushLatency = true, cfg.Now().Sub(t0)
 			}
 		}
-		cfg.OnMaintenance(st)
+		cfg.observe().Maintained(st)
 		w.m.publish(p)
 	}
 }

@@ -45,7 +45,7 @@ type Manager struct {
 	parked   map[wire.TopicPartition]*part // no leader yet, held by Run
 	failed   map[wire.TopicPartition]string
 	retired  map[string]bool                               // topics recreated under us: no longer followed
-	seen     map[wire.TopicPartition]follower.LeaderChange // last leader metadata named, for OnLeaderChange
+	seen     map[wire.TopicPartition]follower.LeaderChange // last leader metadata named, for Observer.LeaderChanged
 	// handbacks carries released partitions from the workers to Run.
 	handbacks *mailbox[handback]
 
@@ -311,6 +311,12 @@ func (m *Manager) stop(p *part, why error) {
 // checkMetadataEpoch reports a broker whose Metadata names a lower leader
 // epoch than it named before (follower.CheckMetadataEpochBackwards). Other
 // brokers may lag behind each other; one broker must not go back.
+//
+// This check stays here while the others come from the state machine's
+// Ready.Events (and the fetched batches' from the Append that stores them):
+// it compares one broker's Metadata answers over time, and only Run knows
+// which broker gave an answer: a partition's state machine is handed the
+// leader and epoch alone, not who named them.
 func (m *Manager) checkMetadataEpoch(broker int32, tp wire.TopicPartition, epoch int32) {
 	if broker < 0 || epoch < 0 {
 		return
@@ -324,7 +330,7 @@ func (m *Manager) checkMetadataEpoch(broker int32, tp wire.TopicPartition, epoch
 		e := &follower.ConformanceEvent{Topic: tp.Topic, Partition: tp.Partition, Check: follower.CheckMetadataEpochBackwards,
 			LeaderEpoch: prev, Evidence: fmt.Sprintf("broker %d's Metadata named leader epoch %d after %d", broker, epoch, prev)}
 		logConformance(&m.cfg, e)
-		m.cfg.OnEvent(e)
+		m.cfg.observe().Event(e)
 		return
 	}
 	seen[tp] = epoch
@@ -338,7 +344,9 @@ func (m *Manager) place(wctx context.Context, tp wire.TopicPartition, id wire.To
 		return
 	}
 	if old, ok := m.seen[tp]; ok && old != lc {
-		m.cfg.OnLeaderChange(tp, old, lc)
+		m.cfg.Logger.Info("leader changed", "partition", tp.String(), "leader", lc.Leader, "leader_epoch", lc.LeaderEpoch,
+			"previous_leader", old.Leader, "previous_leader_epoch", old.LeaderEpoch)
+		m.cfg.observe().LeaderChanged(tp, old, lc)
 	}
 	m.seen[tp] = lc
 	if tr, ok := m.moving[tp]; ok {

@@ -23,15 +23,23 @@ type part struct {
 	// pending is the request the state machine handed out and the worker
 	// has not sent yet.
 	pending follower.Request
+	// fetched is what wire read of the record batches of the last Fetch
+	// reply stepped in, for the Append that hands them back: they are
+	// counted and checked without a second scan.
+	fetched fetchedBatches
 	// lastTruncation is the latest truncation event, for status.
 	lastTruncation *follower.TruncationEvent
-	reconciled     bool // reached StateFetching at least once
-	// rounds counts OffsetsForLeaderEpoch answers since the partition last
-	// fetched, for Config.OnReconciled.
-	rounds int
+	// reconciled is set by the first follower.ReconciledEvent.
+	reconciled bool
 	// staleReplies counts the replies the state machine discarded, for
 	// Status.StaleReplies.
 	staleReplies int64
+}
+
+// fetchedBatches is wire's account of the batches of fetch reply id.
+type fetchedBatches struct {
+	id uint64
+	wire.Batches
 }
 
 // step feeds msg to the state machine and reports whether it was taken. A
@@ -58,9 +66,14 @@ func (p *part) step(now time.Time, msg follower.Msg) bool {
 func (p *part) process(cfg *Config, now time.Time) (appendedBytes, appendedRecords int64, refresh bool) {
 	for p.sm.HasReady() {
 		rd := p.sm.Ready()
-		lost, b, r, err := p.apply(cfg, rd.Actions)
-		appendedBytes += b
-		appendedRecords += r
+		done, err := p.apply(rd.Actions)
+		appendedBytes += done.bytes
+		appendedRecords += done.records
+		// What the fetched batches break is the broker's answer, so it is
+		// reported whether or not they could be stored.
+		for _, e := range done.checks {
+			p.report(cfg, e, nil)
+		}
 		if err != nil {
 			var be *batch.Error
 			corrupt := errors.As(err, &be)
@@ -69,7 +82,7 @@ func (p *part) process(cfg *Config, now time.Time) (appendedBytes, appendedRecor
 			continue
 		}
 		for _, e := range rd.Events {
-			p.report(cfg, e, lost)
+			p.report(cfg, e, done.lost)
 		}
 		if rd.Request != nil {
 			p.pending = rd.Request
@@ -77,79 +90,97 @@ func (p *part) process(cfg *Config, now time.Time) (appendedBytes, appendedRecor
 		refresh = refresh || rd.RefreshMetadata
 		p.sm.Advance(rd)
 	}
-	if p.sm.State() == follower.StateFetching {
-		p.reconciled = true
-		if p.rounds > 0 {
-			cfg.OnReconciled(p.tp, p.rounds)
-			p.rounds = 0
-		}
-	}
 	return appendedBytes, appendedRecords, refresh
+}
+
+// applied is what a Ready's storage actions did.
+type applied struct {
+	lost           []storage.Lost
+	bytes, records int64
+	// checks are the conformance events of the appended batches.
+	checks []follower.Event
 }
 
 // apply carries out storage actions in order. A MoveToLostFound is always
 // followed, in the same Ready, by the truncation that removes those batches
-// (DESIGN.md: copy to lost+found, make the truncation durable, fetch again).
-func (p *part) apply(cfg *Config, actions []follower.Action) (lost []storage.Lost, bytes, records int64, err error) {
+// (docs/design.md promise 2: copy to lost+found, make the truncation
+// durable, fetch again).
+func (p *part) apply(actions []follower.Action) (done applied, err error) {
 	for _, a := range actions {
 		switch a := a.(type) {
 		case *follower.MoveToLostFound:
+			// Saved up to the log end, which is a.To: the state machine
+			// decided on the log as it is, and nothing writes it between.
 			l, err := p.log.SaveLost(a.From)
 			if err != nil {
-				return lost, bytes, records, fmt.Errorf("saving %s offsets %d..%d to lost+found: %w", p.tp, a.From, a.To, err)
+				return done, fmt.Errorf("saving %s offsets %d..%d to lost+found: %w", p.tp, a.From, a.To, err)
 			}
 			if l.Batches > 0 {
-				lost = append(lost, l)
+				done.lost = append(done.lost, l)
 			}
 		case *follower.TruncateTo:
 			if err := p.log.TruncateTo(a.Offset); err != nil {
-				return lost, bytes, records, err
+				return done, err
 			}
 		case *follower.TruncateFullyAndStartAt:
 			if err := p.log.TruncateFullyAndStartAt(a.Offset); err != nil {
-				return lost, bytes, records, err
+				return done, err
 			}
 		case *follower.Append:
-			// One pass over the headers: drop a partial last batch (a
-			// fetch response may cut it; it is fetched again), count
-			// records, check epochs. The CRCs are checked once, by
-			// storage.Append, which writes nothing of a run with a bad one.
-			s := batch.NewFrameScanner(a.Records)
-			var n int64
-			for s.Next() {
-				h := s.Header()
-				n += int64(h.RecordCount)
-				p.checkBatchEpoch(cfg, h)
-			}
-			whole := a.Records[:s.Valid()]
-			if len(whole) > 0 {
-				if err := p.log.Append(whole); err != nil {
-					return lost, bytes, records, err
-				}
-				bytes += int64(len(whole))
-				records += n
-			}
-			if err := s.Err(); err != nil {
-				return lost, bytes, records, fmt.Errorf("fetched batch for %s at offset %d: %w", p.tp, a.Offset, err)
+			if err := p.append(a, &done); err != nil {
+				return done, err
 			}
 		default:
-			return lost, bytes, records, fmt.Errorf("%s: unknown storage action %T", p.tp, a)
+			return done, fmt.Errorf("%s: unknown storage action %T", p.tp, a)
 		}
 	}
-	return lost, bytes, records, nil
+	return done, nil
 }
 
-// checkBatchEpoch reports a batch stamped with a leader epoch above the one
-// the fetch was fenced with (KIP-320): a leader stamps its own epoch, so
-// none can be higher (follower.CheckBatchEpochAboveLeader). The current
-// epoch can only have grown since the fetch left, so this never misfires.
-func (p *part) checkBatchEpoch(cfg *Config, h batch.Header) {
-	if epoch := p.sm.Status().LeaderEpoch; h.PartitionLeaderEpoch > epoch {
-		p.report(cfg, &follower.ConformanceEvent{
-			Topic: p.tp.Topic, Partition: p.tp.Partition, Check: follower.CheckBatchEpochAboveLeader, LeaderEpoch: epoch,
-			Evidence: fmt.Sprintf("batch at offset %d carries leader epoch %d; the fetch was fenced at epoch %d", h.BaseOffset, h.PartitionLeaderEpoch, epoch),
-		}, nil)
+// append appends the whole batches of a fetch reply, which wire framed
+// when it converted the reply (partial tail dropped, records counted, epochs
+// read). Their CRCs are checked once, by storage.Log.Append, which writes
+// nothing of a run with a bad one.
+func (p *part) append(a *follower.Append, done *applied) error {
+	b := p.fetched
+	if b.id != a.ID {
+		return fmt.Errorf("%s: the batches of fetch reply %d reached storage without wire's account of them (it has reply %d's)", p.tp, a.ID, b.id)
 	}
+	p.fetched = fetchedBatches{}
+	done.checks = append(done.checks, batchEpochChecks(p.tp, a.CurrentLeaderEpoch, b.Epochs)...)
+	if whole := a.Records[:b.Whole]; len(whole) > 0 {
+		if err := p.log.Append(whole); err != nil {
+			return err
+		}
+		done.bytes += int64(len(whole))
+		done.records += b.Records
+	}
+	if b.Err != nil {
+		return fmt.Errorf("fetched batch for %s at offset %d: %w", p.tp, a.Offset, b.Err)
+	}
+	return nil
+}
+
+// batchEpochChecks reports the batches stamped with a leader epoch above
+// fence, the epoch the fetch was fenced with (KIP-320): a leader stamps its
+// own epoch, so none can be higher (follower.CheckBatchEpochAboveLeader).
+// One event per run of batches of one epoch.
+func batchEpochChecks(tp wire.TopicPartition, fence int32, runs []wire.EpochRun) []follower.Event {
+	var es []follower.Event
+	for _, r := range runs {
+		if r.Epoch <= fence {
+			continue
+		}
+		what := fmt.Sprintf("batch at offset %d carries", r.BaseOffset)
+		if r.Batches > 1 {
+			what = fmt.Sprintf("%d batches from offset %d carry", r.Batches, r.BaseOffset)
+		}
+		es = append(es, &follower.ConformanceEvent{
+			Topic: tp.Topic, Partition: tp.Partition, Check: follower.CheckBatchEpochAboveLeader, LeaderEpoch: fence,
+			Evidence: fmt.Sprintf("%s leader epoch %d; the fetch was fenced at epoch %d", what, r.Epoch, fence),
+		})
+	}
+	return es
 }
 
 // report fills in what storage knows of an event, logs it and hands it on.
@@ -175,13 +206,18 @@ func (p *part) report(cfg *Config, e follower.Event, lost []storage.Lost) {
 			"partition", p.tp.String(), "from", e.From, "to", e.To, "discarded", e.Discarded)
 	case *follower.ConformanceEvent:
 		logConformance(cfg, e)
+	case *follower.ReconciledEvent:
+		p.reconciled = true
+		cfg.Logger.Debug("reconciled", "partition", p.tp.String(), "leader_epoch", e.LeaderEpoch,
+			"log_end", e.LogEndOffset, "roundtrips", e.Roundtrips, "cause", e.Cause.String())
+		cfg.observe().Reconciled(e)
+		return
 	default:
-		// A kind this driver does not consume yet (ReconciledEvent: rounds
-		// are still counted in the worker). OnEvent's users expect only
-		// the kinds above.
+		// A kind this driver does not know yet (follower may add kinds):
+		// Observer.Event's users expect only the kinds above.
 		return
 	}
-	cfg.OnEvent(e)
+	cfg.observe().Event(e)
 }
 
 func lostDirs(ls []storage.Lost) []string {

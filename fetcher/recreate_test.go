@@ -43,11 +43,11 @@ func TestRecreatedTopicStops(t *testing.T) {
 		}
 	}
 	produce(10)
-	var events []follower.Event
+	rec := &recorder{}
 	m, err := New(Config{
 		Client: cl, DataDir: t.TempDir(), Follow: func(topic string) bool { return topic == "re" },
 		MetadataInterval: 50 * time.Millisecond, Logger: slog.New(slog.DiscardHandler),
-		OnEvent: func(e follower.Event) { events = append(events, e) }, // Run's goroutines; read after Run ends
+		Observers: []Observer{rec},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -87,7 +87,7 @@ func TestRecreatedTopicStops(t *testing.T) {
 	if s := status(); s.LogEndOffset != 10 {
 		t.Fatalf("the stopped partition should still show the 10 records it holds: %+v", s)
 	}
-	for _, e := range events {
+	for _, e := range rec.Events() {
 		if _, ok := e.(*follower.TruncationEvent); ok {
 			t.Fatalf("a recreated topic was reported as loss: %v", e)
 		}

@@ -1,10 +1,38 @@
 package fetcher
 
 import (
+	"time"
+
 	"github.com/kfollower/kfollower/follower"
-	"github.com/kfollower/kfollower/wire/batch"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
+
+// RequestStats describes one batched request to a leader broker and its
+// response, for Observer.RequestDone.
+type RequestStats struct {
+	Broker int32
+	// Key is the request's API: kmsg.Fetch, kmsg.OffsetForLeaderEpoch, or
+	// kmsg.ListOffsets for the pair of requests (EARLIEST, then LATEST)
+	// one ListOffsets round trip takes.
+	Key        kmsg.Key
+	Partitions int
+	Latency    time.Duration
+	Err        error // transport error, nil on a response
+	// FetchedBytes and FetchedRecords count the record batches a Fetch
+	// response carried (records from the batch headers, nothing
+	// decompressed; bytes of a partial last batch included).
+	FetchedBytes, FetchedRecords int64
+	// Results counts an OffsetForLeaderEpoch response's partitions by
+	// result: "ok", "undefined" (the leader has no end offset for the
+	// epoch) or a Kafka error name such as FENCED_LEADER_EPOCH; for a
+	// Fetch, the partitions that answered with an error, by error name.
+	Results map[string]int
+	// Stale counts the partitions whose answer was dropped: handed off
+	// while the request was in the air, or no longer the request in flight
+	// for the state machine (follower.ErrStale).
+	Stale int
+}
 
 // epochResult classifies one partition of an OffsetsForLeaderEpoch reply.
 func epochResult(r follower.EpochReply) string {
@@ -23,15 +51,4 @@ func errorName(code int16) string {
 		return ke.Message
 	}
 	return "UNKNOWN_ERROR_CODE"
-}
-
-// countRecords counts the records of the whole batches in raw from their
-// headers alone (no CRC: that is storage's to check).
-func countRecords(raw []byte) int64 {
-	var n int64
-	s := batch.NewFrameScanner(raw)
-	for s.Next() {
-		n += int64(s.Header().RecordCount)
-	}
-	return n
 }

@@ -52,9 +52,9 @@ type handback struct {
 }
 
 // flight is one batched request and, once back, its response. Only one of
-// epochQs, lists and fetches is set, as kind says.
+// epochQs, lists and fetches is set, as key says.
 type flight struct {
-	kind     string
+	key      kmsg.Key                       // kmsg.OffsetForLeaderEpoch, kmsg.ListOffsets or kmsg.Fetch
 	reqIDs   map[wire.TopicPartition]uint64 // each partition's request id, for its reply
 	epochQs  map[wire.TopicPartition]wire.EpochQuery
 	lists    map[wire.TopicPartition]wire.ListOffsetsQuery
@@ -205,7 +205,7 @@ func (w *worker) processAll(now time.Time) {
 		b, r, rf := p.process(&w.m.cfg, now)
 		refresh = refresh || rf
 		if b > 0 {
-			w.m.cfg.OnFetch(FetchStats{Broker: w.id, Kind: "append", Bytes: b, Records: r})
+			w.m.cfg.observe().Appended(w.id, p.tp, b, r)
 		}
 		w.m.publish(p)
 	}
@@ -254,14 +254,14 @@ func (w *worker) send(ctx context.Context) {
 	var reqs []kmsg.Request
 	switch {
 	case len(epochs) > 0:
-		f.kind, f.reqIDs, f.epochQs = "offsets_for_leader_epoch", requestIDs(epochs), epochQueries(epochs)
+		f.key, f.reqIDs, f.epochQs = kmsg.OffsetForLeaderEpoch, requestIDs(epochs), epochQueries(epochs)
 		reqs = []kmsg.Request{wire.OffsetsForLeaderEpochRequest(f.epochQs)}
 	case len(lists) > 0:
-		f.kind, f.reqIDs, f.lists = "list_offsets", requestIDs(lists), listQueries(lists)
+		f.key, f.reqIDs, f.lists = kmsg.ListOffsets, requestIDs(lists), listQueries(lists)
 		earliest, latest := wire.ListOffsetsRequests(f.lists)
 		reqs = []kmsg.Request{earliest, latest}
 	case len(fetches) > 0:
-		f.kind, f.reqIDs, f.fetches = "fetch", requestIDs(fetches), fetchPartitions(fetches)
+		f.key, f.reqIDs, f.fetches = kmsg.Fetch, requestIDs(fetches), fetchPartitions(fetches)
 		f.topicIDs = w.m.topicIDs()
 		reqs = []kmsg.Request{wire.FetchRequest(f.fetches, f.topicIDs, w.m.cfg.Limits)}
 	default:
@@ -295,8 +295,8 @@ func addTo[V any](m *map[wire.TopicPartition]V, k wire.TopicPartition, v V) {
 func (w *worker) receive(f *flight) {
 	now := w.m.cfg.Now()
 	cfg := &w.m.cfg
-	stats := FetchStats{Broker: w.id, Kind: f.kind, Partitions: len(f.reqIDs), Latency: now.Sub(f.sent), Err: f.err}
-	defer func() { cfg.OnFetch(stats) }()
+	stats := RequestStats{Broker: w.id, Key: f.key, Partitions: len(f.reqIDs), Latency: now.Sub(f.sent), Err: f.err}
+	defer func() { cfg.observe().RequestDone(stats) }()
 	step := func(tp wire.TopicPartition, msg follower.Msg) {
 		p, ok := w.parts[tp]
 		if !ok || !p.step(now, msg) {
@@ -309,7 +309,7 @@ func (w *worker) receive(f *flight) {
 		step(tp, follower.RequestFailed{ID: f.reqIDs[tp], Err: err})
 	}
 	if f.err != nil {
-		cfg.Logger.Debug("request failed", "broker", w.id, "kind", f.kind, "err", f.err)
+		cfg.Logger.Debug("request failed", "broker", w.id, "api", f.key.Name(), "err", f.err)
 		for tp := range f.reqIDs {
 			fail(tp, f.err)
 		}
@@ -317,33 +317,30 @@ func (w *worker) receive(f *flight) {
 	}
 	missing := func(tps []wire.TopicPartition) {
 		for _, tp := range tps {
-			fail(tp, fmt.Errorf("broker %d left %s out of its %s response", w.id, tp, f.kind))
+			fail(tp, fmt.Errorf("broker %d left %s out of its %s response", w.id, tp, f.key.Name()))
 		}
 	}
-	switch f.kind {
-	case "offsets_for_leader_epoch":
+	switch f.key {
+	case kmsg.OffsetForLeaderEpoch:
 		answers, miss := wire.OffsetsForLeaderEpochReplies(f.resp.(*kmsg.OffsetForLeaderEpochResponse), f.epochQs)
 		stats.Results = map[string]int{}
 		for tp, a := range answers {
 			r := epochReply(f.reqIDs[tp], a)
 			stats.Results[epochResult(r)]++
-			if p, ok := w.parts[tp]; ok {
-				p.rounds++
-			}
 			step(tp, r)
 		}
 		missing(miss)
-	case "list_offsets":
+	case kmsg.ListOffsets:
 		answers, miss := wire.ListOffsetsReplies(f.resp.(*kmsg.ListOffsetsResponse), f.resp2.(*kmsg.ListOffsetsResponse), f.lists)
 		for tp, a := range answers {
 			step(tp, offsetsReply(f.reqIDs[tp], a))
 		}
 		missing(miss)
-	case "fetch":
+	case kmsg.Fetch:
 		answers, miss := wire.FetchReplies(f.resp.(*kmsg.FetchResponse), f.fetches, f.topicIDs)
 		for _, a := range answers {
-			stats.FetchedBytes += int64(len(a.Records))
-			stats.FetchedRecords += countRecords(a.Records)
+			stats.FetchedBytes += int64(len(a.Records) + a.Batches.Tail)
+			stats.FetchedRecords += a.Batches.Records
 			if a.ErrorCode != 0 {
 				if stats.Results == nil {
 					stats.Results = map[string]int{}
@@ -362,7 +359,11 @@ func (w *worker) receive(f *flight) {
 					w.m.requestRefresh()
 				}
 			}
-			step(tp, fetchReply(f.reqIDs[tp], a))
+			r := fetchReply(f.reqIDs[tp], a)
+			if p, ok := w.parts[tp]; ok {
+				p.fetched = fetchedBatches{id: r.ID, Batches: a.Batches} // for the Append r may lead to
+			}
+			step(tp, r)
 		}
 		missing(miss)
 	}

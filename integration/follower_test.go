@@ -20,8 +20,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// shadow is a kfollower Manager running in the test process.
+// shadow is a kfollower Manager running in the test process, and its
+// observer.
 type shadow struct {
+	fetcher.NopObserver
 	t       *testing.T
 	dir     string
 	m       *fetcher.Manager
@@ -46,11 +48,7 @@ func follow(t *testing.T, c *kafka.Cluster, dir string, topics ...string) *shado
 		Follow:           func(topic string) bool { return slices.Contains(topics, topic) },
 		MetadataInterval: time.Second,
 		Backoff:          follower.BackoffPolicy{Base: 50 * time.Millisecond, Max: time.Second},
-		OnEvent: func(e follower.Event) {
-			s.mu.Lock()
-			s.events = append(s.events, e)
-			s.mu.Unlock()
-		},
+		Observers:        []fetcher.Observer{s},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -72,6 +70,13 @@ func (s *shadow) stop() {
 	if err := <-s.done; err != nil {
 		s.t.Errorf("fetcher: %v", err)
 	}
+}
+
+// Event is fetcher.Observer's: the shadow keeps every event.
+func (s *shadow) Event(e follower.Event) {
+	s.mu.Lock()
+	s.events = append(s.events, e)
+	s.mu.Unlock()
 }
 
 func (s *shadow) Events() []follower.Event {

@@ -50,8 +50,9 @@ type Options struct {
 	Now func() time.Time
 }
 
-// Metrics holds the counters and histograms the daemon's callbacks feed.
-// Its methods are safe for concurrent use.
+// Metrics holds the counters and histograms that the fetcher's observer
+// (NewFetcherObserver) and storage's fsync hook (Fsync) feed. Its methods
+// are safe for concurrent use.
 type Metrics struct {
 	requests        *prometheus.CounterVec
 	requestErrors   *prometheus.CounterVec
@@ -143,8 +144,8 @@ func (m *Metrics) Observe() {
 
 func broker(id int32) string { return strconv.Itoa(int(id)) }
 
-// Request counts one request to broker; err is a transport error.
-func (m *Metrics) Request(brokerID int32, api string, d time.Duration, err error) {
+// request counts one request to broker; err is a transport error.
+func (m *Metrics) request(brokerID int32, api string, d time.Duration, err error) {
 	b := broker(brokerID)
 	m.requests.WithLabelValues(b, api).Inc()
 	if err != nil {
@@ -154,57 +155,54 @@ func (m *Metrics) Request(brokerID int32, api string, d time.Duration, err error
 	m.requestDuration.WithLabelValues(b, api).Observe(d.Seconds())
 }
 
-// Fetched counts what a Fetch response carried.
-func (m *Metrics) Fetched(brokerID int32, bytes, records int64) {
+// fetched counts what a Fetch response carried.
+func (m *Metrics) fetched(brokerID int32, bytes, records int64) {
 	b := broker(brokerID)
 	m.fetchedBytes.WithLabelValues(b).Add(float64(bytes))
 	m.fetchedRecords.WithLabelValues(b).Add(float64(records))
 }
 
-// Appended counts what was appended to local logs.
-func (m *Metrics) Appended(brokerID int32, bytes, records int64) {
+// appended counts what was appended to local logs.
+func (m *Metrics) appended(brokerID int32, bytes, records int64) {
 	b := broker(brokerID)
 	m.appendedBytes.WithLabelValues(b).Add(float64(bytes))
 	m.appendedRecords.WithLabelValues(b).Add(float64(records))
 }
 
-// EpochResults counts OffsetsForLeaderEpoch queries by result.
-func (m *Metrics) EpochResults(results map[string]int) {
+// addEpochResults counts OffsetsForLeaderEpoch queries by result.
+func (m *Metrics) addEpochResults(results map[string]int) {
 	for r, n := range results {
 		m.epochResults.WithLabelValues(r).Add(float64(n))
 	}
 }
 
-// FetchErrors counts Fetch response partitions by Kafka error name.
-func (m *Metrics) FetchErrors(errs map[string]int) {
+// addFetchErrors counts Fetch response partitions by Kafka error name.
+func (m *Metrics) addFetchErrors(errs map[string]int) {
 	for e, n := range errs {
 		m.fetchErrors.WithLabelValues(e).Add(float64(n))
 	}
 }
 
-// LeaderChange counts a new leader or epoch for a partition of topic.
-func (m *Metrics) LeaderChange(topic string, oldEpoch, newEpoch int32) {
+// leaderChange counts a new leader or epoch for a partition of topic.
+func (m *Metrics) leaderChange(topic string, oldEpoch, newEpoch int32) {
 	m.leaderChanges.WithLabelValues(topic).Inc()
 	if newEpoch < oldEpoch {
 		m.epochRegress.WithLabelValues(topic).Inc()
 	}
 }
 
-// Reconciled records the roundtrips one reconciliation took.
-func (m *Metrics) Reconciled(roundtrips int) { m.roundtrips.Observe(float64(roundtrips)) }
-
-// Truncated counts a truncation event. Every truncated record was committed
+// truncated counts a truncation event. Every truncated record was committed
 // (kfollower fetches as a consumer, only below the high watermark), so each
 // is also counted as lost by the cluster.
-func (m *Metrics) Truncated(topic, cause string, records, bytes int64) {
+func (m *Metrics) truncated(topic, cause string, records, bytes int64) {
 	m.truncations.WithLabelValues(topic, cause).Inc()
 	m.truncRecords.WithLabelValues(topic).Add(float64(records))
 	m.truncBytes.WithLabelValues(topic).Add(float64(bytes))
 	m.lostRecords.WithLabelValues(topic).Add(float64(records))
 }
 
-// Gap counts offsets [from, to) the cluster deleted before we copied them.
-func (m *Metrics) Gap(topic string, from, to int64) {
+// gap counts offsets [from, to) the cluster deleted before we copied them.
+func (m *Metrics) gap(topic string, from, to int64) {
 	m.gaps.WithLabelValues(topic).Inc()
 	if to > from {
 		m.gapOffsets.WithLabelValues(topic).Add(float64(to - from))
@@ -214,19 +212,8 @@ func (m *Metrics) Gap(topic string, from, to int64) {
 // Fsync records one fsync's duration (storage.Options.OnSync).
 func (m *Metrics) Fsync(d time.Duration) { m.fsyncDuration.Observe(d.Seconds()) }
 
-// ConformanceChecks makes each named check's series exist at zero, so a
-// dashboard reads "none failed" rather than "no data".
-func (m *Metrics) ConformanceChecks(names ...string) {
-	for _, n := range names {
-		m.conformance.WithLabelValues(n)
-	}
-}
-
-// ConformanceFailed counts one failed conformance check.
-func (m *Metrics) ConformanceFailed(check string) { m.conformance.WithLabelValues(check).Inc() }
-
-// Maintained records one partition's periodic retention and flush.
-func (m *Metrics) Maintained(topic string, segments int, bytes int64, flushed bool, flush time.Duration, err error) {
+// maintained records one partition's periodic retention and flush.
+func (m *Metrics) maintained(topic string, segments int, bytes int64, flushed bool, flush time.Duration, err error) {
 	if segments > 0 {
 		m.retSegments.WithLabelValues(topic).Add(float64(segments))
 		m.retBytes.WithLabelValues(topic).Add(float64(bytes))

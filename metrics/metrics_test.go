@@ -2,13 +2,18 @@ package metrics
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/kfollower/kfollower/fetcher"
+	"github.com/kfollower/kfollower/follower"
+	"github.com/kfollower/kfollower/wire"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/goleak"
 )
 
@@ -105,60 +110,132 @@ func gatherValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	return 0
 }
 
-func TestCounters(t *testing.T) {
+// The fetcher's observer feeds every counter and histogram with the names,
+// labels and meaning the README's metric table gives them.
+func TestFetcherObserver(t *testing.T) {
 	reg, m, src, _ := newTest(t)
 	src.set(p0)
-	m.Request(2, "fetch", 20*time.Millisecond, nil)
-	m.Request(2, "fetch", 0, errors.New("connection refused"))
-	m.LeaderChange("t", 5, 6)
-	m.LeaderChange("t", 6, 3)
-	m.Reconciled(1)
-	m.Truncated("t", "offsets-for-leader-epoch", 120, 9000)
-	m.Gap("t", 10, 40)
-	m.EpochResults(map[string]int{"ok": 2, "undefined": 1})
-	m.FetchErrors(map[string]int{"FENCED_LEADER_EPOCH": 3})
+	o := NewFetcherObserver(m)
+	tp := wire.TopicPartition{Topic: "t", Partition: 0}
+	o.RequestDone(fetcher.RequestStats{Broker: 2, Key: kmsg.Fetch, Partitions: 3, Latency: 20 * time.Millisecond,
+		FetchedBytes: 900, FetchedRecords: 30, Results: map[string]int{"FENCED_LEADER_EPOCH": 2}})
+	o.RequestDone(fetcher.RequestStats{Broker: 2, Key: kmsg.Fetch, Partitions: 3, Err: errors.New("connection refused"),
+		FetchedBytes: 1, FetchedRecords: 1}) // no response: nothing fetched is counted
+	o.RequestDone(fetcher.RequestStats{Broker: 1, Key: kmsg.OffsetForLeaderEpoch, Partitions: 3, Latency: time.Millisecond,
+		Results: map[string]int{"ok": 2, "undefined": 1}})
+	o.RequestDone(fetcher.RequestStats{Broker: 1, Key: kmsg.OffsetForLeaderEpoch, Partitions: 4, Err: errors.New("timeout")})
+	o.RequestDone(fetcher.RequestStats{Broker: 1, Key: kmsg.ListOffsets, Partitions: 1, Latency: time.Millisecond})
+	o.Appended(2, tp, 700, 25)
+	o.Appended(2, tp, 100, 5)
+	o.LeaderChanged(tp, follower.LeaderChange{Leader: 1, LeaderEpoch: 5}, follower.LeaderChange{Leader: 2, LeaderEpoch: 6})
+	o.LeaderChanged(tp, follower.LeaderChange{Leader: 2, LeaderEpoch: 6}, follower.LeaderChange{Leader: 3, LeaderEpoch: 3})
+	o.Event(&follower.TruncationEvent{Topic: "t", From: 300, To: 420, Cause: follower.CauseEpochReply, Records: 120, Bytes: 9000})
+	o.Event(&follower.GapEvent{Topic: "t", From: 10, To: 40})
+	o.Event(&follower.ConformanceEvent{Topic: "t", Check: follower.CheckHighWatermarkBackwards})
+	o.Event(&follower.ReconciledEvent{Topic: "t", Roundtrips: 7})      // reported through Reconciled, not Event
+	o.Reconciled(&follower.ReconciledEvent{Topic: "t", Roundtrips: 0}) // nothing asked: not a KIP-279 walk
+	o.Reconciled(&follower.ReconciledEvent{Topic: "t", Roundtrips: 2})
+	o.Maintained(fetcher.MaintenanceStats{TP: tp, RetentionSegments: 2, RetentionBytes: 4096, Flushed: true, FlushLatency: time.Millisecond})
+	o.Maintained(fetcher.MaintenanceStats{TP: tp, Err: errors.New("disk full")})
 	const want = `
+# HELP kfollower_appended_bytes_total Record batch bytes appended to local logs.
+# TYPE kfollower_appended_bytes_total counter
+kfollower_appended_bytes_total{broker="2"} 800
+# HELP kfollower_appended_records_total Records appended to local logs.
+# TYPE kfollower_appended_records_total counter
+kfollower_appended_records_total{broker="2"} 30
 # HELP kfollower_committed_records_lost_total Committed records the cluster lost: kfollower held them (it only copies below the high watermark) and the current leader does not.
 # TYPE kfollower_committed_records_lost_total counter
 kfollower_committed_records_lost_total{topic="t"} 120
+# HELP kfollower_conformance_violations_total Broker answers the protocol rules out, by check (see the README); each is also logged with its evidence.
+# TYPE kfollower_conformance_violations_total counter
+kfollower_conformance_violations_total{check="batch_epoch_above_leader_epoch"} 0
+kfollower_conformance_violations_total{check="epoch_answer_contradicts_log"} 0
+kfollower_conformance_violations_total{check="high_watermark_backwards"} 1
+kfollower_conformance_violations_total{check="metadata_epoch_backwards"} 0
+kfollower_conformance_violations_total{check="undefined_epoch_answer"} 0
 # HELP kfollower_fetch_partition_errors_total Partitions of Fetch responses that carried a Kafka error (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, OFFSET_OUT_OF_RANGE, ...), by error name.
 # TYPE kfollower_fetch_partition_errors_total counter
-kfollower_fetch_partition_errors_total{error="FENCED_LEADER_EPOCH"} 3
+kfollower_fetch_partition_errors_total{error="FENCED_LEADER_EPOCH"} 2
+# HELP kfollower_fetched_bytes_total Record batch bytes received in Fetch responses.
+# TYPE kfollower_fetched_bytes_total counter
+kfollower_fetched_bytes_total{broker="2"} 900
+# HELP kfollower_fetched_records_total Records received in Fetch responses, counted from batch headers.
+# TYPE kfollower_fetched_records_total counter
+kfollower_fetched_records_total{broker="2"} 30
+# HELP kfollower_flush_errors_total Failed periodic flushes and local retention runs.
+# TYPE kfollower_flush_errors_total counter
+kfollower_flush_errors_total 1
 # HELP kfollower_leader_changes_total Times metadata named another leader or leader epoch for a followed partition.
 # TYPE kfollower_leader_changes_total counter
 kfollower_leader_changes_total{topic="t"} 2
 # HELP kfollower_leader_epoch_regressions_total Times metadata named a lower leader epoch than before for a followed partition.
 # TYPE kfollower_leader_epoch_regressions_total counter
 kfollower_leader_epoch_regressions_total{topic="t"} 1
+# HELP kfollower_local_retention_deleted_bytes_total Bytes deleted by kfollower's own local retention.
+# TYPE kfollower_local_retention_deleted_bytes_total counter
+kfollower_local_retention_deleted_bytes_total{topic="t"} 4096
+# HELP kfollower_local_retention_deleted_segments_total Segments deleted by kfollower's own local retention.
+# TYPE kfollower_local_retention_deleted_segments_total counter
+kfollower_local_retention_deleted_segments_total{topic="t"} 2
 # HELP kfollower_offsets_for_leader_epoch_requests_total OffsetsForLeaderEpoch queries, one per partition, by result: ok, undefined (the leader knows no end for the epoch), transport_error, or a Kafka error name.
 # TYPE kfollower_offsets_for_leader_epoch_requests_total counter
 kfollower_offsets_for_leader_epoch_requests_total{result="ok"} 2
+kfollower_offsets_for_leader_epoch_requests_total{result="transport_error"} 4
 kfollower_offsets_for_leader_epoch_requests_total{result="undefined"} 1
 # HELP kfollower_request_errors_total Requests that got no response (connection or timeout errors).
 # TYPE kfollower_request_errors_total counter
 kfollower_request_errors_total{api="fetch",broker="2"} 1
+kfollower_request_errors_total{api="offsets_for_leader_epoch",broker="1"} 1
 # HELP kfollower_requests_total Requests sent to leader brokers (api: fetch, offsets_for_leader_epoch, list_offsets).
 # TYPE kfollower_requests_total counter
 kfollower_requests_total{api="fetch",broker="2"} 2
+kfollower_requests_total{api="list_offsets",broker="1"} 1
+kfollower_requests_total{api="offsets_for_leader_epoch",broker="1"} 2
 # HELP kfollower_retention_gap_offsets_total Offsets never copied because the cluster deleted them first.
 # TYPE kfollower_retention_gap_offsets_total counter
 kfollower_retention_gap_offsets_total{topic="t"} 30
+# HELP kfollower_retention_gaps_total Times the leader's log start passed our log end: offsets deleted by the cluster before we copied them.
+# TYPE kfollower_retention_gaps_total counter
+kfollower_retention_gaps_total{topic="t"} 1
+# HELP kfollower_truncated_bytes_total Record batch bytes removed from local logs by truncation (kept in lost+found).
+# TYPE kfollower_truncated_bytes_total counter
+kfollower_truncated_bytes_total{topic="t"} 9000
+# HELP kfollower_truncated_records_total Records removed from local logs by truncation (kept in lost+found).
+# TYPE kfollower_truncated_records_total counter
+kfollower_truncated_records_total{topic="t"} 120
 # HELP kfollower_truncations_total Truncations below data kfollower held, by what revealed the divergence.
 # TYPE kfollower_truncations_total counter
 kfollower_truncations_total{cause="offsets-for-leader-epoch",topic="t"} 1
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
-		"kfollower_committed_records_lost_total", "kfollower_fetch_partition_errors_total", "kfollower_leader_changes_total", "kfollower_leader_epoch_regressions_total",
-		"kfollower_offsets_for_leader_epoch_requests_total", "kfollower_request_errors_total", "kfollower_requests_total",
-		"kfollower_retention_gap_offsets_total", "kfollower_truncations_total"); err != nil {
+		"kfollower_appended_bytes_total", "kfollower_appended_records_total", "kfollower_committed_records_lost_total",
+		"kfollower_conformance_violations_total", "kfollower_fetch_partition_errors_total", "kfollower_fetched_bytes_total",
+		"kfollower_fetched_records_total", "kfollower_flush_errors_total", "kfollower_leader_changes_total",
+		"kfollower_leader_epoch_regressions_total", "kfollower_local_retention_deleted_bytes_total",
+		"kfollower_local_retention_deleted_segments_total", "kfollower_offsets_for_leader_epoch_requests_total",
+		"kfollower_request_errors_total", "kfollower_requests_total", "kfollower_retention_gap_offsets_total",
+		"kfollower_retention_gaps_total", "kfollower_truncated_bytes_total", "kfollower_truncated_records_total",
+		"kfollower_truncations_total"); err != nil {
 		t.Fatal(err)
 	}
-	if c := histogramCount(t, reg, "kfollower_reconciliation_roundtrips"); c != 1 {
-		t.Fatalf("roundtrip histogram holds %d observations, want 1", c)
+	for _, h := range []struct {
+		name  string
+		count uint64
+		sum   float64
+	}{
+		{"kfollower_reconciliation_roundtrips", 1, 2},
+		{"kfollower_request_duration_seconds", 3, 0.022}, // answered requests only
+		{"kfollower_flush_duration_seconds", 1, 0.001},
+	} {
+		if c, s := histogram(t, reg, h.name); c != h.count || math.Abs(s-h.sum) > 1e-9 {
+			t.Errorf("%s: %d observations summing to %v, want %d summing to %v", h.name, c, s, h.count, h.sum)
+		}
 	}
 }
 
-func histogramCount(t *testing.T, reg *prometheus.Registry, name string) uint64 {
+// histogram is the sample count and sum of name, summed over its series.
+func histogram(t *testing.T, reg *prometheus.Registry, name string) (count uint64, sum float64) {
 	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -166,22 +243,32 @@ func histogramCount(t *testing.T, reg *prometheus.Registry, name string) uint64 
 	}
 	for _, mf := range mfs {
 		if mf.GetName() == name {
-			return mf.GetMetric()[0].GetHistogram().GetSampleCount()
+			for _, m := range mf.GetMetric() {
+				count += m.GetHistogram().GetSampleCount()
+				sum += m.GetHistogram().GetSampleSum()
+			}
+			return count, sum
 		}
 	}
 	t.Fatalf("%s not exported", name)
-	return 0
+	return 0, 0
 }
 
 // The exposition passes client_golang's lint (naming, units, _total).
 func TestLint(t *testing.T) {
 	reg, m, src, _ := newTest(t)
 	src.set(p0)
-	m.Request(1, "fetch", time.Millisecond, nil)
-	m.Fetched(1, 100, 3)
-	m.Appended(1, 100, 3)
-	m.Truncated("t", "diverging-epoch", 1, 1)
-	m.Maintained("t", 1, 100, true, time.Millisecond, nil)
+	o := NewFetcherObserver(m)
+	tp := wire.TopicPartition{Topic: "t", Partition: 0}
+	o.RequestDone(fetcher.RequestStats{Broker: 1, Key: kmsg.Fetch, Latency: time.Millisecond, FetchedBytes: 100, FetchedRecords: 3})
+	o.RequestDone(fetcher.RequestStats{Broker: 1, Key: kmsg.OffsetForLeaderEpoch, Latency: time.Millisecond, Results: map[string]int{"ok": 1}})
+	o.Appended(1, tp, 100, 3)
+	o.Event(&follower.TruncationEvent{Topic: "t", Cause: follower.CauseDivergingEpoch, Records: 1, Bytes: 1})
+	o.Event(&follower.GapEvent{Topic: "t", From: 1, To: 2})
+	o.Reconciled(&follower.ReconciledEvent{Topic: "t", Roundtrips: 1})
+	o.LeaderChanged(tp, follower.LeaderChange{LeaderEpoch: 1}, follower.LeaderChange{LeaderEpoch: 0})
+	o.Maintained(fetcher.MaintenanceStats{TP: tp, RetentionSegments: 1, RetentionBytes: 100, Flushed: true, FlushLatency: time.Millisecond})
+	m.Fsync(time.Millisecond)
 	problems, err := testutil.GatherAndLint(reg)
 	if err != nil {
 		t.Fatal(err)

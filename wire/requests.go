@@ -5,6 +5,7 @@ import (
 	"iter"
 	"sort"
 
+	"github.com/kfollower/kfollower/wire/batch"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -196,16 +197,73 @@ type FetchAnswer struct {
 	// Diverging is the DivergingEpoch tagged field (Fetch v12+, KIP-595):
 	// Epoch >= 0 means present; kmsg decodes an absent field as {-1, -1}.
 	Diverging EpochEndOffset
-	// Records are the raw record batches, unchanged.
+	// Records are the record batches as received, less a partial last
+	// batch: a broker may cut the last batch to fit the size limits (kmsg
+	// FetchResponseTopicPartition.RecordBatches; Kafka's
+	// ByteBufferLogInputStream.nextBatch stops there), and it is fetched
+	// again from the next offset. When a batch cannot be framed, Records
+	// keeps everything from it on, and Batches.Err says why.
 	Records []byte
+	// Batches is what the one scan of Records read from the batch headers.
+	Batches Batches
 	// Leader is the KIP-951 hint (Fetch v12+, filled by brokers for
 	// NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH); nil when absent.
 	Leader *LeaderHint
 }
 
+// Batches describes the record batches of a Fetch answer, read once, from
+// their headers alone, where the reply is converted: the driver needs the
+// record counts and epochs and the partial tail gone, and the CRCs are
+// left to storage.Log.Append, which checks every byte it writes.
+type Batches struct {
+	// Whole is the length of the whole batches at the front of Records:
+	// all of Records unless Err is set.
+	Whole int
+	// Records is the number of records the whole batches hold, from the
+	// headers (nothing is decompressed).
+	Records int64
+	// Tail is the length of the partial last batch dropped from Records.
+	Tail int
+	// Epochs are the partition leader epochs the whole batches carry, one
+	// entry per run of consecutive batches stamped with the same epoch.
+	Epochs []EpochRun
+	// Err is a *batch.Error when the batch after the whole ones cannot be
+	// framed (a length below the minimum, a magic other than 2).
+	Err error
+}
+
+// EpochRun is a run of consecutive batches stamped with one partition
+// leader epoch.
+type EpochRun struct {
+	Epoch      int32
+	BaseOffset int64 // of the run's first batch
+	Batches    int
+}
+
+// scanBatches frames raw into whole batches, drops a partial tail and
+// describes what it read.
+func scanBatches(raw []byte) ([]byte, Batches) {
+	var b Batches
+	s := batch.NewFrameScanner(raw)
+	for s.Next() {
+		h := s.Header()
+		b.Records += int64(h.RecordCount)
+		if n := len(b.Epochs); n == 0 || b.Epochs[n-1].Epoch != h.PartitionLeaderEpoch {
+			b.Epochs = append(b.Epochs, EpochRun{Epoch: h.PartitionLeaderEpoch, BaseOffset: h.BaseOffset})
+		}
+		b.Epochs[len(b.Epochs)-1].Batches++
+	}
+	b.Whole, b.Tail, b.Err = s.Valid(), s.Tail(), s.Err()
+	if b.Err != nil {
+		return raw, b
+	}
+	return raw[:b.Whole], b
+}
+
 // FetchReplies matches a Fetch response to the fetches sent. Topics are
 // looked up by name or, for v13+, by id. A response-level error fails every
-// partition with that code.
+// partition with that code. Each answer's record batches are framed here,
+// once (FetchAnswer.Batches).
 func FetchReplies(resp *kmsg.FetchResponse, sent map[TopicPartition]FetchPartition, ids map[string]TopicID) (answers map[TopicPartition]FetchAnswer, missing []TopicPartition) {
 	if resp.ErrorCode != 0 {
 		answers = make(map[TopicPartition]FetchAnswer, len(sent))
@@ -231,8 +289,8 @@ func FetchReplies(resp *kmsg.FetchResponse, sent map[TopicPartition]FetchPartiti
 					HighWatermark:  p.HighWatermark,
 					LogStartOffset: p.LogStartOffset,
 					Diverging:      EpochEndOffset{Epoch: p.DivergingEpoch.Epoch, EndOffset: p.DivergingEpoch.EndOffset},
-					Records:        p.RecordBatches,
 				}
+				a.Records, a.Batches = scanBatches(p.RecordBatches)
 				if p.CurrentLeader.LeaderID >= 0 && p.CurrentLeader.LeaderEpoch >= 0 {
 					a.Leader = &LeaderHint{Leader: p.CurrentLeader.LeaderID, LeaderEpoch: p.CurrentLeader.LeaderEpoch}
 				}

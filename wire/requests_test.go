@@ -1,9 +1,12 @@
 package wire
 
 import (
+	"errors"
+	"reflect"
 	"slices"
 	"testing"
 
+	"github.com/kfollower/kfollower/wire/batch"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -138,7 +141,7 @@ func TestFetchReplies(t *testing.T) {
 	rt := kmsg.NewFetchResponseTopic()
 	rt.TopicID = idA
 	p0 := kmsg.NewFetchResponseTopicPartition()
-	p0.Partition, p0.HighWatermark, p0.LogStartOffset, p0.RecordBatches = 0, 50, 0, []byte{1, 2, 3}
+	p0.Partition, p0.HighWatermark, p0.LogStartOffset, p0.RecordBatches = 0, 50, 0, batch.BuildRun(1, 0, 3, 1)
 	p1 := kmsg.NewFetchResponseTopicPartition()
 	p1.Partition, p1.ErrorCode = 1, kerr.NotLeaderForPartition.Code
 	p1.CurrentLeader.LeaderID, p1.CurrentLeader.LeaderEpoch = 3, 9
@@ -148,7 +151,7 @@ func TestFetchReplies(t *testing.T) {
 
 	results, missing := FetchReplies(resp, fs, ids)
 	r0, r1 := results[tpA0], results[tpA1]
-	if r0.ErrorCode != 0 || r0.HighWatermark != 50 || len(r0.Records) != 3 || r0.Leader != nil ||
+	if r0.ErrorCode != 0 || r0.HighWatermark != 50 || r0.Batches.Records != 3 || r0.Leader != nil ||
 		r0.Diverging != (EpochEndOffset{Epoch: -1, EndOffset: -1}) {
 		t.Fatalf("a-0: %+v", r0)
 	}
@@ -170,6 +173,61 @@ func TestFetchReplies(t *testing.T) {
 		if _, ok := fs[tp]; !ok || r.ErrorCode != kerr.UnknownServerError.Code || r.HighWatermark != -1 || r.LogStartOffset != -1 {
 			t.Fatalf("%s: %+v", tp, r)
 		}
+	}
+}
+
+// The one scan of a Fetch answer's batches: a partial last batch (a broker
+// may cut it) is dropped from Records and measured in Tail; records are
+// counted from the headers of the whole batches; epochs come in runs; a
+// batch that cannot be framed stops the scan with a *batch.Error, and
+// Records then keeps it for the driver to report.
+func TestFetchRepliesScanBatches(t *testing.T) {
+	e1 := batch.BuildRun(10, 1, 2, 3) // offsets 10..15, epoch 1
+	e3 := batch.BuildRun(16, 3, 1, 4) // offsets 16..19, epoch 3
+	cut := batch.BuildRun(20, 3, 1, 2)
+	whole := slices.Concat(e1, e3)
+	bad := slices.Clone(cut)
+	bad[16] = 1 // magic 1
+	for _, c := range []struct {
+		name       string
+		raw        []byte
+		records    []byte
+		want       Batches
+		wantFramed bool // Err is a *batch.Error
+	}{
+		{name: "empty", raw: nil, records: nil, want: Batches{}},
+		{name: "whole", raw: whole, records: whole,
+			want: Batches{Whole: len(whole), Records: 10, Epochs: []EpochRun{{Epoch: 1, BaseOffset: 10, Batches: 2}, {Epoch: 3, BaseOffset: 16, Batches: 1}}}},
+		{name: "partial tail", raw: slices.Concat(whole, cut[:len(cut)-1]), records: whole,
+			want: Batches{Whole: len(whole), Records: 10, Tail: len(cut) - 1, Epochs: []EpochRun{{1, 10, 2}, {3, 16, 1}}}},
+		{name: "only a partial batch", raw: e1[:20], records: []byte{}, want: Batches{Tail: 20}},
+		{name: "unframable", raw: slices.Concat(e1, bad), records: slices.Concat(e1, bad),
+			want: Batches{Whole: len(e1), Records: 6, Epochs: []EpochRun{{1, 10, 2}}}, wantFramed: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sent := map[TopicPartition]FetchPartition{tpA0: {}}
+			resp := kmsg.NewPtrFetchResponse()
+			rt := kmsg.NewFetchResponseTopic()
+			rt.Topic = "a"
+			rp := kmsg.NewFetchResponseTopicPartition()
+			rp.RecordBatches = c.raw
+			rt.Partitions = append(rt.Partitions, rp)
+			resp.Topics = append(resp.Topics, rt)
+			answers, _ := FetchReplies(resp, sent, nil)
+			a := answers[tpA0]
+			if !slices.Equal(a.Records, c.records) {
+				t.Errorf("records: %d bytes, want %d", len(a.Records), len(c.records))
+			}
+			var be *batch.Error
+			if framed := errors.As(a.Batches.Err, &be); framed != c.wantFramed {
+				t.Errorf("err %v, want a *batch.Error: %v", a.Batches.Err, c.wantFramed)
+			}
+			got := a.Batches
+			got.Err = nil
+			if !reflect.DeepEqual(got, c.want) {
+				t.Errorf("batches %+v, want %+v", got, c.want)
+			}
+		})
 	}
 }
 

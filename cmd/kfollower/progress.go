@@ -8,10 +8,13 @@ import (
 	"time"
 
 	"github.com/kfollower/kfollower/fetcher"
+	"github.com/kfollower/kfollower/wire"
 )
 
 // progress logs catch-up: partitions caught up of total, throughput, ETA.
+// It observes the fetcher's appends.
 type progress struct {
+	fetcher.NopObserver
 	logger *slog.Logger
 
 	mu      sync.Mutex // guards bytes and records, added to by fetcher goroutines
@@ -25,7 +28,8 @@ type progress struct {
 
 func newProgress(l *slog.Logger) *progress { return &progress{logger: l} }
 
-func (p *progress) appended(bytes, records int64) {
+// Appended is fetcher.Observer's.
+func (p *progress) Appended(_ int32, _ wire.TopicPartition, bytes, records int64) {
 	p.mu.Lock()
 	p.bytes += bytes
 	p.records += records

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kfollower/kfollower/fetcher"
+	"github.com/kfollower/kfollower/wire"
 )
 
 // Catching up logs partitions caught up of total, throughput and an ETA
@@ -17,7 +18,7 @@ func TestProgressReport(t *testing.T) {
 	p := newProgress(slog.New(slog.NewTextHandler(&buf, nil)))
 	start := time.Unix(1000, 0)
 	p.last = start
-	p.appended(50e6, 100_000) // 10 s at 5 MB/s, 10,000 records/s
+	p.Appended(1, wire.TopicPartition{Topic: "t"}, 50e6, 100_000) // 10 s at 5 MB/s, 10,000 records/s
 	p.report(start.Add(10*time.Second), []fetcher.Status{
 		{Topic: "t", Partition: 0, HighWatermark: 500_000, LogEndOffset: 200_000, Lag: 300_000},
 		{Topic: "t", Partition: 1, HighWatermark: 10, LogEndOffset: 10},

@@ -15,10 +15,8 @@ import (
 	"time"
 
 	"github.com/kfollower/kfollower/fetcher"
-	"github.com/kfollower/kfollower/follower"
 	"github.com/kfollower/kfollower/metrics"
 	"github.com/kfollower/kfollower/storage"
-	"github.com/kfollower/kfollower/wire"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -171,6 +169,9 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) error {
 	}
 	defer unlock()
 
+	// The collector reads mgr, which is set below: nothing scrapes before
+	// the HTTP server starts, after fetcher.New. The manager needs the
+	// metrics first, for its observer.
 	var mgr *fetcher.Manager
 	kfVersion, franzVersion := buildVersions()
 	m := metrics.New(reg, metrics.Options{
@@ -181,11 +182,6 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) error {
 		},
 		Version: kfVersion, GoVersion: runtime.Version(), FranzGoVersion: franzVersion,
 	})
-	var checks []string
-	for _, c := range follower.Checks() {
-		checks = append(checks, c.String())
-	}
-	m.ConformanceChecks(checks...)
 	storageOpts := storageOptions(cfg)
 	storageOpts.OnSync = m.Fsync
 	prog := newProgress(logger)
@@ -198,44 +194,7 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) error {
 		MetadataInterval:    cfg.MetadataInterval,
 		MaintenanceInterval: maintenanceInterval(cfg),
 		Logger:              logger,
-		OnEvent: func(e follower.Event) {
-			switch e := e.(type) {
-			case *follower.TruncationEvent:
-				m.Truncated(e.Topic, e.Cause.String(), e.Records, e.Bytes)
-			case *follower.GapEvent:
-				m.Gap(e.Topic, e.From, e.To)
-			case *follower.ConformanceEvent:
-				m.ConformanceFailed(e.Check.String())
-			}
-		},
-		OnFetch: func(s fetcher.FetchStats) {
-			if s.Kind == "append" {
-				m.Appended(s.Broker, s.Bytes, s.Records)
-				prog.appended(s.Bytes, s.Records)
-				return
-			}
-			m.Request(s.Broker, s.Kind, s.Latency, s.Err)
-			if s.Kind == "fetch" && s.Err == nil {
-				m.Fetched(s.Broker, s.FetchedBytes, s.FetchedRecords)
-				m.FetchErrors(s.Results)
-			}
-			if s.Kind == "offsets_for_leader_epoch" {
-				if s.Err != nil {
-					m.EpochResults(map[string]int{"transport_error": s.Partitions})
-				} else {
-					m.EpochResults(s.Results)
-				}
-			}
-		},
-		OnLeaderChange: func(tp wire.TopicPartition, old, new follower.LeaderChange) {
-			m.LeaderChange(tp.Topic, old.LeaderEpoch, new.LeaderEpoch)
-			logger.Info("leader changed", "partition", tp.String(), "leader", new.Leader, "leader_epoch", new.LeaderEpoch,
-				"previous_leader", old.Leader, "previous_leader_epoch", old.LeaderEpoch)
-		},
-		OnReconciled: func(tp wire.TopicPartition, n int) { m.Reconciled(n) },
-		OnMaintenance: func(s fetcher.MaintenanceStats) {
-			m.Maintained(s.TP.Topic, s.RetentionSegments, s.RetentionBytes, s.Flushed, s.FlushLatency, s.Err)
-		},
+		Observers:           []fetcher.Observer{metrics.NewFetcherObserver(m), prog},
 	})
 	if err != nil {
 		ln.Close()
