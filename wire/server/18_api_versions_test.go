@@ -12,7 +12,15 @@ import (
 // minimums (KIP-896) to kmsg's maximums.
 func TestAdvertised(t *testing.T) {
 	want := map[int16]int16{ // key: Kafka 4.x's oldest version
+		0:  0, // Produce: advertised from 0 as Kafka does (KAFKA-18659)
+		1:  4, // Fetch
+		2:  1, // ListOffsets
+		3:  0, // Metadata
+		10: 0, // FindCoordinator
 		18: 0, // ApiVersions
+		22: 0, // InitProducerId
+		23: 2, // OffsetForLeaderEpoch
+		60: 0, // DescribeCluster
 	}
 	got := advertisedKeys()
 	if len(got) != len(want) {

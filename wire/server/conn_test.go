@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -42,13 +43,19 @@ func apiVersions(t *testing.T, c *client) {
 // as Kafka's SocketServer does, and nothing else: a connection opened
 // before keeps working, and so does a new one.
 func TestBadInputClosesOnlyThatConnection(t *testing.T) {
-	_, addr := testServer(t, newCatalog(), func(c *Config) { c.MaxRequestBytes = 1 << 10 })
+	cat := newCatalog()
+	cat.add("t", 1, 1)
+	cat.serve("t", 0, openLog(t, "t", 0, false, run(0, 0, 1, 1)), 0)
+	_, addr := testServer(t, cat, func(c *Config) { c.MaxRequestBytes = 1 << 10 })
 	bystander := dial(t, addr)
 	apiVersions(t, bystander)
 
-	av := at(kmsg.NewPtrApiVersionsRequest(), 3)
-	av.ClientSoftwareName, av.ClientSoftwareVersion = "kgo", "1"
-	avBody := append(header(18, 3, true), av.AppendTo(nil)...)
+	metaV1 := at(kmsg.NewPtrMetadataRequest(), 1)
+	metaV1.Topics = []kmsg.MetadataRequestTopic{{Topic: kmsg.StringPtr("t")}}
+	metaBody := append(header(3, 1, false), metaV1.AppendTo(nil)...)
+	produce0 := at(kmsg.NewPtrProduceRequest(), 9)
+	produce0.Acks = 0
+	produce0.Topics = []kmsg.ProduceRequestTopic{{Topic: "t", Partitions: []kmsg.ProduceRequestTopicPartition{{Partition: 0, Records: run(0, 0, 1, 1)}}}}
 
 	for _, tc := range []struct {
 		name string
@@ -60,11 +67,14 @@ func TestBadInputClosesOnlyThatConnection(t *testing.T) {
 		{"huge size", rawFrame(1<<31-1, nil)},
 		{"unknown key", sized(header(1000, 0, false))},
 		{"key not served (CreateTopics)", sized(append(header(19, 7, true), 0, 0, 0, 0, 0, 0, 0))},
-		{"negative version", sized(header(18, -1, false))},
-		{"truncated body", sized(avBody[:len(avBody)-2])},
-		{"client id past the frame", sized([]byte{0, 18, 0, 1, 0, 0, 0, 1, 0, 50, 'x'})},
-		{"bad header tags", sized(append(header(18, 3, false), 5, 0))},
-		{"frame cut short", rawFrame(100, header(18, 1, false))},
+		{"Fetch v3, below Kafka 4's minimum", sized(append(header(1, 3, false), make([]byte, 40)...))},
+		{"Metadata above kmsg's max", sized(header(3, 14, true))},
+		{"negative version", sized(header(3, -1, false))},
+		{"truncated body", sized(metaBody[:len(metaBody)-2])},
+		{"client id past the frame", sized([]byte{0, 3, 0, 1, 0, 0, 0, 1, 0, 50, 'x'})},
+		{"bad header tags", sized(append(header(3, 12, false), 5, 0))},
+		{"frame cut short", rawFrame(100, header(3, 1, false))},
+		{"acks=0 produce", frame(1, produce0)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := dial(t, addr)
@@ -82,9 +92,43 @@ func TestBadInputClosesOnlyThatConnection(t *testing.T) {
 	}
 }
 
-// Serve returns once ctx ends, with connections open; goleak (TestMain) checks that no goroutine is left.
+// Requests sent back to back on one connection are answered in order.
+func TestPipelined(t *testing.T) {
+	cat := newCatalog()
+	cat.add("t", 1, 1)
+	cat.serve("t", 0, openLog(t, "t", 0, false, run(0, 0, 3, 2)), 0)
+	_, addr := testServer(t, cat)
+	c := dial(t, addr)
+	meta := at(kmsg.NewPtrMetadataRequest(), 12)
+	lo := at(kmsg.NewPtrListOffsetsRequest(), 9)
+	lt := kmsg.NewListOffsetsRequestTopic()
+	lt.Topic = "t"
+	lp := kmsg.NewListOffsetsRequestTopicPartition()
+	lp.Timestamp = -1
+	lt.Partitions = append(lt.Partitions, lp)
+	lo.Topics = append(lo.Topics, lt)
+	av := at(kmsg.NewPtrApiVersionsRequest(), 0)
+	var out []byte
+	for i, r := range []kmsg.Request{meta, lo, av} {
+		out = append(out, frame(int32(i+1), r)...)
+	}
+	c.write(out)
+	if m := c.recv(meta, 1).(*kmsg.MetadataResponse); len(m.Topics) != 1 {
+		t.Errorf("Metadata: %d topics", len(m.Topics))
+	}
+	if l := c.recv(lo, 2).(*kmsg.ListOffsetsResponse); l.Topics[0].Partitions[0].Offset != 6 {
+		t.Errorf("ListOffsets latest: %d, want 6", l.Topics[0].Partitions[0].Offset)
+	}
+	c.recv(av, 3)
+}
+
+// Serve returns once ctx ends, with connections open and one of them in a
+// long poll; goleak (TestMain) checks that no goroutine is left.
 func TestServeReturnsWhenCtxEnds(t *testing.T) {
-	s, err := New(Config{Catalog: newCatalog(), ClusterID: "c"})
+	cat := newCatalog()
+	cat.add("t", 1, 1)
+	cat.serve("t", 0, openLog(t, "t", 0, false), 0)
+	s, err := New(Config{Catalog: cat, ClusterID: "c"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,6 +141,11 @@ func TestServeReturnsWhenCtxEnds(t *testing.T) {
 	go func() { done <- s.Serve(ctx, ln) }()
 	idle := dial(t, ln.Addr().String())
 	apiVersions(t, idle)
+	polling := dial(t, ln.Addr().String())
+	f := fetchOne(13, "t", cat.id("t"), 0, 0)
+	f.MaxWaitMillis, f.MinBytes = int32(time.Hour/time.Millisecond), 1
+	polling.send(f)
+	waitFor(t, func() bool { return s.waiting() == 1 })
 
 	cancel()
 	select {
@@ -107,7 +156,7 @@ func TestServeReturnsWhenCtxEnds(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("Serve did not return after its context ended")
 	}
-	if !idle.closed() {
+	if !idle.closed() || !polling.closed() {
 		t.Error("connections left open")
 	}
 	if _, err := net.Dial("tcp", ln.Addr().String()); err == nil {
@@ -121,6 +170,33 @@ func TestIdleTimeout(t *testing.T) {
 	c := dial(t, addr)
 	apiVersions(t, c)
 	c.closed()
+}
+
+// panicking panics on its first Topics call.
+type panicking struct {
+	*testCatalog
+	calls atomic.Int32
+}
+
+func (p *panicking) Topics() []Topic {
+	if p.calls.Add(1) == 1 {
+		panic("catalog bug")
+	}
+	return p.testCatalog.Topics()
+}
+
+// A handler that panics closes its connection; the server goes on.
+func TestPanicClosesOnlyThatConnection(t *testing.T) {
+	cat := &panicking{testCatalog: newCatalog()}
+	cat.add("t", 1, 1)
+	_, addr := testServer(t, cat)
+	c := dial(t, addr)
+	c.send(at(kmsg.NewPtrMetadataRequest(), 12))
+	c.closed()
+	resp := dial(t, addr).do(at(kmsg.NewPtrMetadataRequest(), 12)).(*kmsg.MetadataResponse)
+	if len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != 0 {
+		t.Errorf("after the panic: %+v", resp.Topics)
+	}
 }
 
 func TestNewConfig(t *testing.T) {
@@ -148,6 +224,15 @@ func TestNewConfig(t *testing.T) {
 	}
 	if err := s.Serve(context.Background(), ln); err == nil {
 		t.Error("Serve on a wildcard address without Config.Advertise")
+	}
+}
+
+// The advertised address is Config.Advertise when set.
+func TestAdvertise(t *testing.T) {
+	_, addr := testServer(t, newCatalog(), func(c *Config) { c.Advertise = "copy.example:19092" })
+	m := dial(t, addr).do(at(kmsg.NewPtrMetadataRequest(), 12)).(*kmsg.MetadataResponse)
+	if b := m.Brokers[0]; b.Host != "copy.example" || b.Port != 19092 || b.NodeID != 7 {
+		t.Errorf("broker %+v", b)
 	}
 }
 
