@@ -128,28 +128,19 @@ func TestServeReturnsWhenCtxEnds(t *testing.T) {
 	cat := newCatalog()
 	cat.add("t", 1, 1)
 	cat.serve("t", 0, openLog(t, "t", 0, false), 0)
-	s, err := New(Config{Catalog: cat, ClusterID: "c"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx, ln) }()
-	idle := dial(t, ln.Addr().String())
+	s, addr, stop := startServer(t, cat)
+	idle := dial(t, addr)
 	apiVersions(t, idle)
-	polling := dial(t, ln.Addr().String())
+	polling := dial(t, addr)
 	f := fetchOne(13, "t", cat.id("t"), 0, 0)
 	f.MaxWaitMillis, f.MinBytes = int32(time.Hour/time.Millisecond), 1
 	polling.send(f)
 	waitFor(t, func() bool { return s.waiting() == 1 })
 
-	cancel()
+	stopped := make(chan error, 1)
+	go func() { stopped <- stop() }()
 	select {
-	case err := <-done:
+	case err := <-stopped:
 		if err != nil {
 			t.Fatalf("Serve: %v", err)
 		}
@@ -159,7 +150,7 @@ func TestServeReturnsWhenCtxEnds(t *testing.T) {
 	if !idle.closed() || !polling.closed() {
 		t.Error("connections left open")
 	}
-	if _, err := net.Dial("tcp", ln.Addr().String()); err == nil {
+	if _, err := net.Dial("tcp", addr); err == nil {
 		t.Error("the listener still accepts")
 	}
 }

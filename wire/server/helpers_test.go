@@ -110,6 +110,20 @@ func run(base int64, epoch int32, count, per int) []byte {
 // that Serve returned nil.
 func testServer(t testing.TB, cat Catalog, mod ...func(*Config)) (*Server, string) {
 	t.Helper()
+	s, addr, stop := startServer(t, cat, mod...)
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return s, addr
+}
+
+// startServer serves cat on a loopback port (node 7 of cluster
+// "kfollower-test", as mod changes it) until stop, which ends Serve's
+// context and returns what Serve returned.
+func startServer(t testing.TB, cat Catalog, mod ...func(*Config)) (s *Server, addr string, stop func() error) {
+	t.Helper()
 	cfg := Config{NodeID: 7, ClusterID: "kfollower-test", Catalog: cat}
 	for _, m := range mod {
 		m(&cfg)
@@ -125,13 +139,10 @@ func testServer(t testing.TB, cat Catalog, mod ...func(*Config)) (*Server, strin
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ctx, ln) }()
-	t.Cleanup(func() {
+	return s, ln.Addr().String(), func() error {
 		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
-	return s, ln.Addr().String()
+		return <-done
+	}
 }
 
 // client speaks the protocol raw, one request at a time, at the version

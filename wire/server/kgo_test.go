@@ -1,9 +1,12 @@
 package server
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -74,6 +77,27 @@ func consume(t *testing.T, ctx context.Context, cl *kgo.Client, n int, want map[
 	return nil
 }
 
+// consumer is a kgo consumer of topic "t"'s partitions from the start,
+// with no group, long-polling for minutes and refreshing metadata as soon
+// as it asks, and a context for the test's polls.
+func consumer(t *testing.T, addr string, partitions ...int32) (*kgo.Client, context.Context) {
+	t.Helper()
+	offsets := map[int32]kgo.Offset{}
+	for _, p := range partitions {
+		offsets[p] = kgo.NewOffset().AtStart()
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"t": offsets}),
+		kgo.FetchMaxWait(5*time.Minute), kgo.RequestTimeoutOverhead(10*time.Minute), kgo.MetadataMinAge(10*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return cl, ctx
+}
+
 // A franz-go consumer reads every record of two partitions through the
 // server, byte-equal and in order, across segments, then new records as
 // they become durable, woken by Notify rather than by MaxWait.
@@ -93,15 +117,7 @@ func TestKgoConsumer(t *testing.T) {
 	cat.serve("t", 1, l1, 1)
 	s, addr := testServer(t, cat)
 
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"t": {0: kgo.NewOffset().AtStart(), 1: kgo.NewOffset().AtStart()}}),
-		kgo.FetchMaxWait(5*time.Minute), kgo.RequestTimeoutOverhead(10*time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	cl, ctx := consumer(t, addr, 0, 1)
 	next := map[int32]int64{}
 	if err := consume(t, ctx, cl, int(end0+end1), want, next); err != nil {
 		t.Fatal(err)
@@ -132,15 +148,7 @@ func TestKgoDetectsTruncation(t *testing.T) {
 	end = buildLog(t, l, want[0], end, 2, 5, 2) // 10-19 in epoch 2
 	cat.serve("t", 0, l, 2)
 	s, addr := testServer(t, cat)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"t": {0: kgo.NewOffset().AtStart()}}),
-		kgo.FetchMaxWait(5*time.Minute), kgo.RequestTimeoutOverhead(10*time.Minute), kgo.MetadataMinAge(10*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	cl, ctx := consumer(t, addr, 0)
 	next := map[int32]int64{}
 	if err := consume(t, ctx, cl, int(end), want, next); err != nil {
 		t.Fatal(err)
@@ -154,7 +162,7 @@ func TestKgoDetectsTruncation(t *testing.T) {
 	buildLog(t, l, want[0], 14, 4, 1, 2)
 	cat.serve("t", 0, l, 4)
 	s.Notify("t", 0)
-	err = consume(t, ctx, cl, 1, want, next)
+	err := consume(t, ctx, cl, 1, want, next)
 	var loss *kgo.ErrDataLoss
 	if !errors.As(err, &loss) {
 		t.Fatalf("consuming after the truncation: %v, want *kgo.ErrDataLoss", err)
@@ -248,5 +256,66 @@ func TestKadmAndProducer(t *testing.T) {
 	}
 	if l.LogEndOffset() != 25 || l.DurableEnd() != 20 {
 		t.Errorf("log end %d, durable end %d after refused writes; want 25 and 20", l.LogEndOffset(), l.DurableEnd())
+	}
+}
+
+// All four codecs: kgo decompresses what the server hands over unchanged,
+// and, with kgo's decompressor as Config.Decompress (the wiring's few
+// lines), ListOffsets finds the exact record inside each compressed batch.
+func TestKgoCodecs(t *testing.T) {
+	cat := newCatalog()
+	cat.add("t", 1, 1)
+	l := openLog(t, "t", 0, false)
+	want := map[int32]map[int64]wantRecord{0: {}}
+	codecs := []kgo.CompressionCodec{kgo.NoCompression(), kgo.GzipCompression(), kgo.SnappyCompression(), kgo.Lz4Compression(), kgo.ZstdCompression()}
+	for i, codec := range codecs {
+		base := int64(i * 10)
+		s := batch.Spec{BaseOffset: base, Epoch: 1, Records: 10, Timestamp: 1_700_000_000_000 + base*100, Key: []byte("k"), Value: []byte("same value, compressible, same value, compressible")}
+		raw := batch.Build(s)
+		if i > 0 {
+			comp, err := kgo.DefaultCompressor(codec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			recs, typ := comp.Compress(new(bytes.Buffer), raw[batch.HeaderSize:])
+			if int(typ) != i {
+				t.Fatalf("codec %d compressed as %d", i, typ)
+			}
+			raw = append(slices.Clone(raw[:batch.HeaderSize]), recs...)
+			binary.BigEndian.PutUint32(raw[8:], uint32(len(raw)-batch.LogOverhead))
+			raw = withCodec(raw, batch.Compression(typ))
+		}
+		if err := l.Append(raw); err != nil {
+			t.Fatal(err)
+		}
+		for r := range int64(10) {
+			want[0][base+r] = wantRecord{key: "k", value: string(s.Value), ts: s.Timestamp + r}
+		}
+	}
+	cat.serve("t", 0, l, 1)
+	dec := kgo.DefaultDecompressor()
+	_, addr := testServer(t, cat, func(c *Config) {
+		c.Decompress = func(codec batch.Compression, data []byte) ([]byte, error) {
+			return dec.Decompress(data, kgo.CompressionCodecType(codec))
+		}
+	})
+	cl, ctx := consumer(t, addr, 0)
+	if err := consume(t, ctx, cl, len(want[0]), want, map[int32]int64{}); err != nil {
+		t.Fatal(err)
+	}
+	adm := kadm.NewClient(cl)
+	for i := range codecs {
+		o := int64(i*10 + 7)
+		offs, err := adm.ListOffsetsAfterMilli(ctx, want[0][o].ts, "t")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := offs.Lookup("t", 0); got.Offset != o || got.Timestamp != want[0][o].ts {
+			t.Errorf("codec %d: by timestamp %d: offset %d (timestamp %d), want %d", i, want[0][o].ts, got.Offset, got.Timestamp, o)
+		}
+	}
+	offs, err := adm.ListMaxTimestampOffsets(ctx, "t")
+	if got, _ := offs.Lookup("t", 0); err != nil || got.Offset != 49 {
+		t.Errorf("max timestamp: %+v %v, want offset 49 (in the zstd batch)", got, err)
 	}
 }
