@@ -60,6 +60,10 @@ var layers = []layer{
 		// Pure: no disk, network, process or randomness of its own.
 		deny: []string{"os", "os/...", "net", "net/...", "io/fs", "syscall", "math/rand", "math/rand/v2"}},
 	{pkg: "wire", allow: []string{"std", "kmsg", "kerr", "wire/batch"}},
+	{pkg: "wire/server", allow: []string{"std", "kmsg", "kerr", "wire/batch"},
+		// Read-only: no storage (it declares its own Log), no files, no
+		// reflection or unsafe to reach past that interface.
+		deny: []string{"os", "os/...", "io/fs", "syscall", "reflect", "unsafe"}},
 	{pkg: "fetcher", allow: []string{"std", "follower", "storage", "wire", "wire/batch", "kgo", "kmsg", "kerr"}},
 	// The tools' requests: reads only.
 	{pkg: "cluster", allow: []string{"std", "wire", "wire/batch", "kgo", "kmsg", "kerr"}, readOnly: true},

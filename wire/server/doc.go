@@ -1,0 +1,64 @@
+// Package server is a read-only Kafka broker over kfollower's local copy:
+// framing, request headers, one goroutine per connection, and one file per
+// API key (NN_name.go, as franz-go's kfake lays them out), each opening
+// with the Kafka class that implements that key broker-side, the versions
+// served and what is left out.
+//
+// kfollower appears as a one-broker cluster (Config.NodeID at the
+// advertised address) that leads every partition the Catalog serves, under
+// the upstream topic ids, with the served leader epoch the Catalog gives.
+//
+// May import: the standard library (no file system, no reflection: the
+// layers test denies os, io/fs, syscall, reflect and unsafe), kmsg, kerr
+// and wire/batch. It never imports storage: it declares the read-only Log
+// it needs, which *storage.Log and *storage.View satisfy, and a Log has no
+// method that appends, truncates or deletes (TestLogIsReadOnly), so the
+// server cannot change the data it serves.
+//
+// # What it answers
+//
+// ApiVersions, Metadata, DescribeCluster, Fetch, ListOffsets and
+// OffsetForLeaderEpoch, from Kafka 4.x's oldest versions (KIP-896) to the
+// newest kmsg encodes. Produce, InitProducerId and FindCoordinator are
+// advertised and refused, as Kafka refuses a principal that holds only
+// READ and DESCRIBE (librdkafka turns features on from the advertised
+// ranges, KAFKA-18659). Any other key, a version outside the advertised
+// range (ApiVersions excepted: it gets UNSUPPORTED_VERSION in a v0 body),
+// a frame above Config.MaxRequestBytes or a request that does not parse
+// closes that connection, as Kafka's SocketServer does; no other
+// connection notices.
+//
+// # Offsets and epochs
+//
+// The high watermark is the log's DurableEnd: everything the copy holds is
+// committed upstream, and DurableEnd is what survives a crash, so nothing
+// served can be taken back by a restart (docs/design.md §11). The served
+// epoch is never below the log's latest epoch; OffsetForLeaderEpoch, and
+// the DivergingEpoch check of Fetch, answer over the log's epoch cache
+// plus the entry (served epoch, log end) that Partition.makeLeader would
+// have added, so a downstream reader that holds an epoch this copy lost
+// learns where its log diverges (KIP-320, KIP-279; docs/kafka.md §2.6,
+// §3.1, §5.1).
+//
+// # Long polls
+//
+// A Fetch that has less than MinBytes waits up to MaxWait, woken by
+// Server.Notify, which the owner of the logs calls whenever what a
+// partition serves may have changed (DurableEnd moved, a truncation,
+// retention, a new served epoch). A missed Notify costs latency, never
+// correctness: the wait ends at MaxWait and the partition is read again.
+//
+// # Not yet
+//
+// read_committed answers LSO = high watermark with no aborted
+// transactions: there is no .txnindex yet. ListOffsets by timestamp and
+// max timestamp scan the batches from the log start (a Log has no time
+// index). No TLS, SASL, fetch sessions, sendfile or metrics.
+//
+// # Concurrency
+//
+// Serve runs one goroutine per connection and returns once all of them
+// have ended. Requests on one connection are answered one at a time, in
+// order (Kafka mutes a channel while a request is in flight). The Catalog
+// and every Log are called from many connection goroutines at once.
+package server
