@@ -20,7 +20,7 @@ import (
 //   - v4+ answers every key of the batch the same way.
 //   - Advertised because librdkafka enables features (LZ4, the broker
 //     group coordinator) from it. Group consumers need the groups step
-//     (issue 11's proxy); assigned partitions need no coordinator.
+//     (group requests forwarded upstream, not built yet); assigned partitions need no coordinator.
 
 func init() { register(10, 0, handleFindCoordinator) }
 
