@@ -170,6 +170,12 @@ func (l *Log) recover() error {
 	if err := l.recoverEpochs(tail); err != nil {
 		return err
 	}
+	// Only now: a recovery point covering the tail before its epochs were
+	// in the checkpoint would let a crash here drop them, since the next
+	// Open reads no epochs back from before the point.
+	if err := l.writeRecoveryPoint(l.active().recoveryPoint()); err != nil {
+		return err
+	}
 	if err := l.deleteSegmentsBelowStart(); err != nil {
 		return fmt.Errorf("deleting segments of %s below %d: %w", l.tp(), l.logStart, err)
 	}
@@ -311,10 +317,9 @@ func (l *Log) recoverActive(rp *recoveryPoint, onBatch func(batch.Header)) error
 	} else if err := s.rewriteIndexes(); err != nil {
 		return err
 	}
-	if err := s.sync(); err != nil {
-		return err
-	}
-	return l.writeRecoveryPoint(s.recoveryPoint())
+	// Durable now; the recovery point is written by recover once the
+	// checkpoint holds these batches' epochs (a point promises that).
+	return s.sync()
 }
 
 // validBatchFollows tells a torn write from corruption: a crash tears only
