@@ -156,6 +156,29 @@ func TestCorruption(t *testing.T) {
 			},
 		},
 		{
+			name: "torn and reordered tail past the recovery point",
+			damage: func(t *testing.T, dir string) {
+				// A power loss kept the second of two unsynced batches
+				// whole and zeroed a sector of the first.
+				first := build(90, 3, 3)
+				copy(first[64:96], make([]byte, 32))
+				logs := segFiles(t, dir, logSuffix)
+				appendFile(t, logs[len(logs)-1], append(first, build(93, 3, 3)...))
+			},
+			outcome: "past the recovery point nothing was known durable: cut as a torn tail (as Kafka's LogSegment.recover), not refused as corruption",
+			check: func(t *testing.T, r result, batches [][]byte) {
+				if r.err != nil {
+					t.Fatal(r.err)
+				}
+				if r.l.LogEndOffset() != 90 || !bytes.Equal(readAll(t, r.l), joined(batches)) {
+					t.Fatalf("leo %d", r.l.LogEndOffset())
+				}
+				if !strings.Contains(r.logs, "pastRecoveryPoint=true") {
+					t.Fatalf("no warning: %s", r.logs)
+				}
+			},
+		},
+		{
 			name: "flipped byte in a sealed segment",
 			damage: func(t *testing.T, dir string) {
 				modify(t, segFiles(t, dir, logSuffix)[0], func(b []byte) []byte { b[len(batches0)+70] ^= 0x40; return b })

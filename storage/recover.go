@@ -24,7 +24,9 @@ import (
 //     anything else can see the data it removes;
 //  4. validate the active segment batch by batch (CRC included) and cut a
 //     torn tail; a bad batch with a valid batch right after it is not a
-//     torn write but corruption: *CorruptionError;
+//     torn write but corruption (*CorruptionError), unless it lies past
+//     the recovery point, where a power loss may have torn and reordered
+//     writes (tornFrom);
 //  5. load leader-epoch-checkpoint; if it is missing or unreadable,
 //     rebuild the cache from the batches' epochs with a warning; else add
 //     the epochs of active-segment batches newer than its latest entry (an
@@ -279,6 +281,7 @@ func (l *Log) recoverActive(rp *recoveryPoint, onBatch func(batch.Header)) error
 	if err != nil {
 		return err
 	}
+	torn := tornFrom(rp, s.base, size)
 	var valid int64
 	resumed := rp != nil && s.resume(*rp, size)
 	if resumed {
@@ -291,11 +294,11 @@ func (l *Log) recoverActive(rp *recoveryPoint, onBatch func(batch.Header)) error
 		return err
 	}
 	if valid < size {
-		if err != nil && validBatchFollows(s, valid, size) {
+		if err != nil && (torn < 0 || valid < torn) && validBatchFollows(s, valid, size) {
 			return l.corruption(s, valid, -1, err)
 		}
 		l.lg.Warn("cutting a torn tail", "segment", s.path(logSuffix), "position", valid,
-			"bytes", size-valid, "nextOffset", s.next, "reason", err)
+			"bytes", size-valid, "nextOffset", s.next, "pastRecoveryPoint", torn >= 0 && valid >= torn, "reason", err)
 		if err := s.log.Truncate(valid); err != nil {
 			return fmt.Errorf("truncating %s to %d: %w", s.path(logSuffix), valid, err)
 		}
@@ -320,6 +323,27 @@ func (l *Log) recoverActive(rp *recoveryPoint, onBatch func(batch.Header)) error
 	// Durable now; the recovery point is written by recover once the
 	// checkpoint holds these batches' epochs (a point promises that).
 	return s.sync()
+}
+
+// tornFrom is the position in the active segment (base, size bytes) from
+// which its bytes are not known durable: the recovery point's position
+// when the point names this segment, 0 when it names an earlier one (this
+// segment was created since), -1 when there is no usable point. A power
+// loss can tear, and reorder, any write the disk was not told to flush: a
+// later batch may survive an earlier one's torn pages. So past that
+// position a bad batch is a torn tail whatever follows it, as Kafka's
+// LogSegment.recover cuts at the first invalid batch above the recovery
+// point; before it, or with no point, validBatchFollows decides.
+func tornFrom(rp *recoveryPoint, base, size int64) int64 {
+	switch {
+	case rp == nil:
+		return -1
+	case rp.base == base && rp.pos <= size:
+		return rp.pos
+	case rp.base < base:
+		return 0
+	}
+	return -1
 }
 
 // validBatchFollows tells a torn write from corruption: a crash tears only
