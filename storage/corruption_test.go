@@ -520,7 +520,7 @@ func TestFaults(t *testing.T) {
 		},
 		{
 			name: "failed directory fsync on roll",
-			arm:  func(f *faultFS) { f.dirSync = true },
+			arm:  func(f *faultFS) { f.dirSyncs = 1 },
 			op: func(l *Log) error {
 				return l.Append(batch.Build(batch.Spec{BaseOffset: 90, Epoch: 3, Records: 3, Value: make([]byte, 300)}))
 			},

@@ -16,25 +16,30 @@ import (
 //
 //  1. create the directory if needed; delete leftover *.tmp files and
 //     index files whose .log is gone;
-//  2. open the segments; sealed ones (all but the last) are checked through
-//     their indexes only, rebuilt from the .log if the indexes are missing
-//     or fail Kafka's sanity checks, in which case a bad batch is a
-//     *CorruptionError (a sealed segment was fsynced whole);
-//  3. finish an interrupted truncation from its intent file, before
+//  2. read the intent; if it names a lost+found event, put the event in
+//     place (rename its complete temporary directory); delete the
+//     temporary event directories of saves that never reached an intent;
+//     read the list of unreported losses;
+//  3. open the segments, except those an intent deletes whole; sealed ones
+//     (all but the last) are checked through their indexes only, rebuilt
+//     from the .log if the indexes are missing or fail Kafka's sanity
+//     checks, in which case a bad batch is a *CorruptionError (a sealed
+//     segment was fsynced whole);
+//  4. finish an interrupted truncation from its intent file, before
 //     anything else can see the data it removes;
-//  4. validate the active segment batch by batch (CRC included) and cut a
+//  5. validate the active segment batch by batch (CRC included) and cut a
 //     torn tail; a bad batch with a valid batch right after it is not a
 //     torn write but corruption (*CorruptionError), unless it lies past
 //     the recovery point, where a power loss may have torn and reordered
 //     writes (tornFrom);
-//  5. load leader-epoch-checkpoint; if it is missing or unreadable,
+//  6. load leader-epoch-checkpoint; if it is missing or unreadable,
 //     rebuild the cache from the batches' epochs with a warning; else add
 //     the epochs of active-segment batches newer than its latest entry (an
 //     append that crashed before its checkpoint write), as
 //     LogSegment.recover does; then cut the cache to the LEO and from the
 //     log start (LogLoader) and rewrite it if it changed;
-//  6. apply the log start offset (deleting segments wholly below it);
-//  7. remove the intent file.
+//  7. apply the log start offset (deleting segments wholly below it);
+//  8. list the intent's loss as unreported, then remove the intent file.
 func (l *Log) recover() error {
 	if err := mkdirAllSynced(l.fsys, l.dir); err != nil {
 		return fmt.Errorf("creating %s: %w", l.dir, err)
@@ -78,6 +83,18 @@ func (l *Log) recover() error {
 	if err != nil {
 		return err
 	}
+	if haveIntent && in.lost != "" {
+		// Its copy is complete: it was durable before the intent was.
+		if err := l.commitLost(in.lost); err != nil {
+			return fmt.Errorf("finishing truncation of %s (%s): %w", l.tp(), in, err)
+		}
+	}
+	if err := l.removeLostOrphans(); err != nil {
+		return err
+	}
+	if err := l.loadUnreported(); err != nil {
+		return err
+	}
 	logStart := int64(-1)
 	if data, err := l.fsys.ReadFile(filepath.Join(l.dir, LogStartFile)); err == nil {
 		if logStart, err = ParseLogStart(data); err != nil {
@@ -88,15 +105,18 @@ func (l *Log) recover() error {
 		return fmt.Errorf("reading %s: %w", filepath.Join(l.dir, LogStartFile), err)
 	}
 
-	if haveIntent && !in.full {
+	if haveIntent {
 		// Segments the truncation deletes whole are not loaded (a crash
 		// may have left one without its indexes); the intent is redone
 		// below for the rest.
-		keep := 0
+		keep := -1
 		for i, b := range bases {
-			if b < in.offset {
+			if b < in.offset && !in.full {
 				keep = i
 			}
+		}
+		if keep < 0 && !in.full && len(bases) > 0 {
+			keep = 0 // the first segment stays, to be cut (or found below the start)
 		}
 		for _, b := range bases[keep+1:] {
 			for _, suf := range []string{indexSuffix, timeIndexSuffix, logSuffix} {
@@ -182,6 +202,17 @@ func (l *Log) recover() error {
 		return fmt.Errorf("deleting segments of %s below %d: %w", l.tp(), l.logStart, err)
 	}
 	if haveIntent {
+		if in.lost != "" {
+			lost, err := readLost(l.fsys, filepath.Join(LostFoundDir(l.dataDir, l.topic, l.partition), in.lost))
+			if err != nil {
+				return fmt.Errorf("finishing truncation of %s (%s): %w", l.tp(), in, err)
+			}
+			if err := l.addUnreported(lost); err != nil {
+				return fmt.Errorf("finishing truncation of %s (%s): %w", l.tp(), in, err)
+			}
+			l.lg.Warn("a loss saved before the crash is complete and still to report", "id", in.lost,
+				"from", lost.From, "end", lost.EndOffset, "cause", lost.Cause)
+		}
 		if err := removeFileSynced(l.fsys, l.dir, intentName); err != nil {
 			return err
 		}
@@ -368,7 +399,7 @@ func validBatchFollows(s *segment, pos, size int64) bool {
 	return found
 }
 
-// recoverEpochs is step 5 of recover: the cache loadEpochs builds, written
+// recoverEpochs is step 6 of recover: the cache loadEpochs builds, written
 // back when it differs from the file.
 func (l *Log) recoverEpochs(tail []batch.Header) error {
 	cache, data, rebuilt, err := loadEpochs(l.fsys, l.dir, l.ident, l.segs, tail, l.logStart, l.leoLocked())
