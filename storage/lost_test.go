@@ -321,6 +321,16 @@ func TestLostStatError(t *testing.T) {
 				if names := lostEvents(t, data); len(names) != 0 || l.LogEndOffset() != 90 {
 					t.Fatalf("lost+found %v, log end %d", names, l.LogEndOffset())
 				}
+				// The same for the lost+found directory itself.
+				ffs.statMatch, ffs.stats = "lost+found", 0
+				if api == "SaveLost" {
+					_, err = l.SaveLost(40)
+				} else {
+					_, err = l.TruncateWithLost(Truncation{Offset: 40, Cause: CauseOffsetsForLeaderEpoch})
+				}
+				if !errors.Is(err, e) || ffs.stats != 1 {
+					t.Fatalf("creating lost+found: got %v after %d Stat calls, want %v after one", err, ffs.stats, e)
+				}
 				ffs.statMatch = ""
 				if err := l.Append(build(90, 3, 3)); err != nil {
 					t.Fatalf("the log is stuck after the error: %v", err)
