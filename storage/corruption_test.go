@@ -551,8 +551,8 @@ func TestFaults(t *testing.T) {
 			if !errors.Is(err, errInjected) {
 				t.Fatalf("op returned %v, want the injected error", err)
 			}
-			if uerr := l.usable(); c.usable != (uerr == nil) || (uerr != nil && !errors.Is(uerr, errInjected)) {
-				t.Fatalf("usable after the failure: %v, want %v", uerr, c.usable)
+			if uerr := l.usable(); c.usable != (uerr == nil) || (uerr != nil && !errors.Is(uerr, errInjected)) || (l.Failed() == nil) != c.usable {
+				t.Fatalf("usable after the failure: %v (Failed %v), want %v", uerr, l.Failed(), c.usable)
 			}
 			l.Close()
 			re, err := Open(data, "t", 0, corruptOpts(quiet))

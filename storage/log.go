@@ -203,6 +203,17 @@ func (l *Log) usable() error {
 	return nil
 }
 
+// Failed returns the error after which the log refuses every call until
+// it is reopened (a failed write or fsync: memory and disk may disagree,
+// and Open's recovery repairs the files), or nil. An error from a call
+// while Failed is nil was not of that kind: the call changed nothing, and
+// can be retried (after ErrTruncationPending, with a truncation).
+func (l *Log) Failed() error {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.failed
+}
+
 // writable is usable for a call that adds to the log or moves its start:
 // refused while a truncation is pending.
 func (l *Log) writable() error {

@@ -284,8 +284,8 @@ func TestLostCorruption(t *testing.T) {
 				if names := lostEvents(t, data); len(names) != 0 {
 					t.Fatalf("a failed save left %v in lost+found", names)
 				}
-				if l.LogEndOffset() != 90 || l.usable() != nil {
-					t.Fatalf("log end %d, usable %v", l.LogEndOffset(), l.usable())
+				if l.LogEndOffset() != 90 || l.Failed() != nil {
+					t.Fatalf("log end %d, failed %v", l.LogEndOffset(), l.Failed())
 				}
 			}
 		})
@@ -426,8 +426,8 @@ func TestIntentWriteFailure(t *testing.T) {
 	})
 	t.Run("the roll-back fails too: pending, then the truncation again", func(t *testing.T) {
 		data, _, l := setup(t, 2)
-		if err := l.Append(build(90, 3, 3)); !errors.Is(err, ErrTruncationPending) {
-			t.Fatalf("Append while the truncation is pending: %v", err)
+		if err := l.Append(build(90, 3, 3)); !errors.Is(err, ErrTruncationPending) || l.Failed() != nil {
+			t.Fatalf("Append while the truncation is pending: %v (failed: %v)", err, l.Failed())
 		}
 		if err := l.DeleteBefore(10); !errors.Is(err, ErrTruncationPending) {
 			t.Fatalf("DeleteBefore while the truncation is pending: %v", err)
