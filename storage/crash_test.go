@@ -99,6 +99,16 @@ func crashBatch(base int64, epoch int32, n int) []byte {
 		Timestamp: 1_700_000_000_000 + base, Value: bytes.Repeat([]byte{byte(base)}, int(base*7%200))})
 }
 
+// crashRun is count batches of n records from base in epoch ep: what the
+// crash models append as "A base ep n count".
+func crashRun(base int64, ep int32, n, count int) []byte {
+	var raw []byte
+	for i := range count {
+		raw = append(raw, crashBatch(base+int64(i*n), ep, n)...)
+	}
+	return raw
+}
+
 func crashChild() {
 	dir := os.Getenv(crashChildEnv)
 	seed, _ := strconv.ParseUint(os.Getenv(crashSeedEnv), 10, 64)
@@ -133,10 +143,7 @@ func crashChild() {
 			if rng.IntN(8) == 0 {
 				ep++
 			}
-			var raw []byte
-			for i := range count {
-				raw = append(raw, crashBatch(leo+int64(i*n), ep, n)...)
-			}
+			raw := crashRun(leo, ep, n, count)
 			op = fmt.Sprintf("A %d %d %d %d", leo, ep, n, count)
 			run = func() (string, error) { return "", l.Append(raw) }
 		case r < 85:

@@ -182,10 +182,7 @@ func runPowerLoss(t *testing.T, seed uint64) (points, checked int) {
 			if rng.IntN(6) == 0 {
 				ep++
 			}
-			var raw []byte
-			for i := range count {
-				raw = append(raw, crashBatch(leo+int64(i*n), ep, n)...)
-			}
+			raw := crashRun(leo, ep, n, count)
 			st.op = strings.Fields(fmt.Sprintf("A %d %d %d %d", leo, ep, n, count))
 			run = func() error { return l.Append(raw) }
 		case r < 58:
