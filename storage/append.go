@@ -25,7 +25,7 @@ import (
 func (l *Log) Append(raw []byte) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if err := l.usable(); err != nil {
+	if err := l.writable(); err != nil {
 		return err
 	}
 	if len(raw) == 0 {
@@ -37,7 +37,7 @@ func (l *Log) Append(raw []byte) error {
 	}
 	first, last := hs[0], hs[len(hs)-1]
 	if restart {
-		if err := l.truncateFullyWithIntent(first.BaseOffset); err != nil {
+		if err := l.runTruncation(intent{full: true, offset: first.BaseOffset}, Lost{}); err != nil {
 			return err
 		}
 	}

@@ -156,6 +156,29 @@ func TestCorruption(t *testing.T) {
 			},
 		},
 		{
+			name: "torn and reordered tail past the recovery point",
+			damage: func(t *testing.T, dir string) {
+				// A power loss kept the second of two unsynced batches
+				// whole and zeroed a sector of the first.
+				first := build(90, 3, 3)
+				copy(first[64:96], make([]byte, 32))
+				logs := segFiles(t, dir, logSuffix)
+				appendFile(t, logs[len(logs)-1], append(first, build(93, 3, 3)...))
+			},
+			outcome: "past the recovery point nothing was known durable: cut as a torn tail (as Kafka's LogSegment.recover), not refused as corruption",
+			check: func(t *testing.T, r result, batches [][]byte) {
+				if r.err != nil {
+					t.Fatal(r.err)
+				}
+				if r.l.LogEndOffset() != 90 || !bytes.Equal(readAll(t, r.l), joined(batches)) {
+					t.Fatalf("leo %d", r.l.LogEndOffset())
+				}
+				if !strings.Contains(r.logs, "pastRecoveryPoint=true") {
+					t.Fatalf("no warning: %s", r.logs)
+				}
+			},
+		},
+		{
 			name: "flipped byte in a sealed segment",
 			damage: func(t *testing.T, dir string) {
 				modify(t, segFiles(t, dir, logSuffix)[0], func(b []byte) []byte { b[len(batches0)+70] ^= 0x40; return b })
@@ -497,7 +520,7 @@ func TestFaults(t *testing.T) {
 		},
 		{
 			name: "failed directory fsync on roll",
-			arm:  func(f *faultFS) { f.dirSync = true },
+			arm:  func(f *faultFS) { f.dirSyncs = 1 },
 			op: func(l *Log) error {
 				return l.Append(batch.Build(batch.Spec{BaseOffset: 90, Epoch: 3, Records: 3, Value: make([]byte, 300)}))
 			},
@@ -528,8 +551,8 @@ func TestFaults(t *testing.T) {
 			if !errors.Is(err, errInjected) {
 				t.Fatalf("op returned %v, want the injected error", err)
 			}
-			if uerr := l.usable(); c.usable != (uerr == nil) || (uerr != nil && !errors.Is(uerr, errInjected)) {
-				t.Fatalf("usable after the failure: %v, want %v", uerr, c.usable)
+			if uerr := l.usable(); c.usable != (uerr == nil) || (uerr != nil && !errors.Is(uerr, errInjected)) || (l.Failed() == nil) != c.usable {
+				t.Fatalf("usable after the failure: %v (Failed %v), want %v", uerr, l.Failed(), c.usable)
 			}
 			l.Close()
 			re, err := Open(data, "t", 0, corruptOpts(quiet))

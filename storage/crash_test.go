@@ -17,23 +17,73 @@ import (
 )
 
 // The crash test re-executes the test binary as a child (TestMain sees
-// crashChildEnv) that appends and truncates in a loop, and SIGKILLs it at
-// a random moment, over and over. The child journals each operation
-// before ("B ...") and after ("E") it runs; after every kill the parent
-// reopens the log (running recovery) and checks that it is exactly the
-// state after all finished operations, or after those plus (a prefix of)
-// the one in flight: nothing torn, no gap, no truncated batch back, and an
-// epoch cache equal to the one the stored batches give.
+// crashChildEnv) that appends, truncates and saves losses in a loop
+// (TruncateWithLost, MarkReported), and SIGKILLs it, over and over. The
+// child journals each operation before ("B ...") and after ("E") it runs,
+// and kills itself with SIGKILL right before its N-th file system
+// operation that changes anything (killFS), N chosen by the parent: the
+// kills land at chosen points, not after a sleep, so how many operations
+// finish does not depend on the machine's speed. After every kill the
+// parent reopens the log (running recovery) and checks that it is exactly
+// the state after all finished operations, or after those plus (a prefix
+// of) the one in flight: nothing torn, no gap, no truncated batch back, an
+// epoch cache equal to the one the stored batches give, and in lost+found
+// exactly one event per finished save (and the one in flight only with its
+// truncation done), each reported until marked.
 const (
 	crashChildEnv = "KFOLLOWER_STORAGE_CRASH_CHILD"
 	crashSeedEnv  = "KFOLLOWER_STORAGE_CRASH_SEED"
+	crashKillEnv  = "KFOLLOWER_STORAGE_CRASH_KILL_AT"
 	crashTopic    = "crash"
-	// replaySeedEnv replays one TestCrashLoop run: the seed it logs gives
-	// the same children (their seeds, so their operations and flush
-	// policies) and the same kill delays; where a kill lands still depends
-	// on the machine.
+	// replaySeedEnv replays one TestCrashLoop run exactly: the seed it logs
+	// gives the same children (their seeds, so their operations and flush
+	// policies, on a clock of their own) and the same kill points.
 	replaySeedEnv = "KFOLLOWER_CRASH_SEED"
 )
+
+// killFS passes through to the OS and SIGKILLs the process right before
+// its kill-th operation that changes anything. SIGKILL keeps the page
+// cache: this tests the order of steps, not fsyncs (TestPowerLoss does).
+type killFS struct {
+	osFS
+	n, kill int
+}
+
+func (k *killFS) step() {
+	if k.n++; k.n == k.kill {
+		_ = syscall.Kill(syscall.Getpid(), syscall.SIGKILL) // delivered before Kill returns
+		time.Sleep(time.Hour)
+	}
+}
+
+func (k *killFS) OpenFile(name string, flag int, perm os.FileMode) (file, error) {
+	if flag&(os.O_CREATE|os.O_TRUNC) != 0 {
+		k.step()
+	}
+	f, err := k.osFS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return killFile{f, k}, nil
+}
+
+func (k *killFS) Rename(from, to string) error { k.step(); return k.osFS.Rename(from, to) }
+func (k *killFS) Remove(name string) error     { k.step(); return k.osFS.Remove(name) }
+func (k *killFS) MkdirAll(dir string) error    { k.step(); return k.osFS.MkdirAll(dir) }
+func (k *killFS) SyncDir(dir string) error     { k.step(); return k.osFS.SyncDir(dir) }
+
+type killFile struct {
+	file
+	k *killFS
+}
+
+func (f killFile) Write(b []byte) (int, error) { f.k.step(); return f.file.Write(b) }
+func (f killFile) WriteAt(b []byte, off int64) (int, error) {
+	f.k.step()
+	return f.file.WriteAt(b, off)
+}
+func (f killFile) Truncate(size int64) error { f.k.step(); return f.file.Truncate(size) }
+func (f killFile) Sync() error               { f.k.step(); return f.file.Sync() }
 
 func crashOptions(seed uint64) Options {
 	o := Options{Logger: quiet, SegmentBytes: 4096, IndexIntervalBytes: 300}
@@ -49,9 +99,20 @@ func crashBatch(base int64, epoch int32, n int) []byte {
 		Timestamp: 1_700_000_000_000 + base, Value: bytes.Repeat([]byte{byte(base)}, int(base*7%200))})
 }
 
+// crashRun is count batches of n records from base in epoch ep: what the
+// crash models append as "A base ep n count".
+func crashRun(base int64, ep int32, n, count int) []byte {
+	var raw []byte
+	for i := range count {
+		raw = append(raw, crashBatch(base+int64(i*n), ep, n)...)
+	}
+	return raw
+}
+
 func crashChild() {
 	dir := os.Getenv(crashChildEnv)
 	seed, _ := strconv.ParseUint(os.Getenv(crashSeedEnv), 10, 64)
+	kill, _ := strconv.Atoi(os.Getenv(crashKillEnv))
 	die := func(code int, err error) {
 		fmt.Fprintln(os.Stderr, "crash child:", err)
 		os.Exit(code)
@@ -60,7 +121,12 @@ func crashChild() {
 	if err != nil {
 		die(2, err)
 	}
-	l, err := Open(dir, crashTopic, 0, crashOptions(seed))
+	// A clock of its own, a millisecond a reading, so that the flush and
+	// recovery point intervals, and so the operations, follow the seed.
+	now := time.UnixMilli(1_700_000_000_000)
+	opts := crashOptions(seed)
+	opts.Now = func() time.Time { now = now.Add(time.Millisecond); return now }
+	l, err := openLog(&killFS{kill: kill}, dir, crashTopic, 0, opts)
 	if err != nil {
 		die(3, err)
 	}
@@ -70,33 +136,51 @@ func crashChild() {
 		ep, _ := l.LatestEpoch()
 		r := rng.IntN(100)
 		var op string
-		var run func() error
+		var run func() (string, error)
 		switch {
-		case r < 80 || leo == start:
+		case r < 75 || leo == start:
 			count, n := 1+rng.IntN(4), 1+rng.IntN(5)
 			if rng.IntN(8) == 0 {
 				ep++
 			}
-			var raw []byte
-			for i := range count {
-				raw = append(raw, crashBatch(leo+int64(i*n), ep, n)...)
-			}
+			raw := crashRun(leo, ep, n, count)
 			op = fmt.Sprintf("A %d %d %d %d", leo, ep, n, count)
-			run = func() error { return l.Append(raw) }
-		case r < 99:
+			run = func() (string, error) { return "", l.Append(raw) }
+		case r < 85:
 			to := max(start, leo-int64(rng.IntN(15)))
 			op = fmt.Sprintf("T %d", to)
-			run = func() error { return l.TruncateTo(to) }
-		default:
+			run = func() (string, error) { return "", l.TruncateTo(to) }
+		case r < 86:
 			to := leo + int64(rng.IntN(5))
 			op = fmt.Sprintf("F %d", to)
-			run = func() error { return l.TruncateFullyAndStartAt(to) }
+			run = func() (string, error) { return "", l.TruncateFullyAndStartAt(to) }
+		case r < 95:
+			to, full := max(start, leo-1-int64(rng.IntN(15))), rng.IntN(8) == 0
+			if full {
+				to = leo + int64(rng.IntN(3))
+			}
+			op = fmt.Sprintf("L %d %v", to, full)
+			run = func() (string, error) {
+				lost, err := l.TruncateWithLost(Truncation{Offset: to, Full: full, Cause: CauseOffsetsForLeaderEpoch})
+				return lost.ID, err
+			}
+		default:
+			op = "R"
+			run = func() (string, error) {
+				for _, x := range l.UnreportedLosses() {
+					if err := l.MarkReported(x.ID); err != nil {
+						return "", err
+					}
+				}
+				return "", nil
+			}
 		}
 		fmt.Fprintf(j, "B %s\n", op)
-		if err := run(); err != nil {
+		id, err := run()
+		if err != nil {
 			die(4, fmt.Errorf("%s: %w", op, err))
 		}
-		fmt.Fprintf(j, "E\n")
+		fmt.Fprintf(j, "E %s\n", id)
 	}
 }
 
@@ -135,6 +219,12 @@ func (m *crashModel) apply(op []string, prefix int) {
 		}
 	case "F":
 		m.start, m.batches = arg(1), nil
+	case "L":
+		kind := "T"
+		if op[2] == "true" {
+			kind = "F"
+		}
+		m.apply([]string{kind, op[1]}, prefix)
 	}
 }
 
@@ -174,11 +264,21 @@ func crashState(t *testing.T, l *Log) crashModel {
 	return st
 }
 
-func readJournal(t *testing.T, path string) (done [][]string, inflight []string) {
+// crashJournal is what a killed child's journal says: the operations
+// that finished (with the event ID a TruncateWithLost returned, "" else)
+// and the one in flight, if any.
+type crashJournal struct {
+	done     [][]string
+	ids      []string
+	inflight []string
+}
+
+func readJournal(t *testing.T, path string) crashJournal {
 	t.Helper()
+	var jr crashJournal
 	data, err := os.ReadFile(path)
 	if os.IsNotExist(err) {
-		return nil, nil
+		return jr
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -188,15 +288,15 @@ func readJournal(t *testing.T, path string) (done [][]string, inflight []string)
 	// "". A cut "B" line was written before its operation began.
 	for _, line := range lines[:len(lines)-1] {
 		switch {
-		case strings.HasPrefix(line, "B ") && inflight == nil:
-			inflight = strings.Fields(line)[1:]
-		case line == "E" && inflight != nil:
-			done, inflight = append(done, inflight), nil
+		case strings.HasPrefix(line, "B ") && jr.inflight == nil:
+			jr.inflight = strings.Fields(line)[1:]
+		case strings.HasPrefix(line, "E ") && jr.inflight != nil:
+			jr.done, jr.ids, jr.inflight = append(jr.done, jr.inflight), append(jr.ids, strings.TrimPrefix(line, "E ")), nil
 		default:
 			t.Fatalf("journal out of order at %q", line)
 		}
 	}
-	return done, inflight
+	return jr
 }
 
 func TestCrashLoop(t *testing.T) {
@@ -217,61 +317,63 @@ func TestCrashLoop(t *testing.T) {
 	rng := rand.New(rand.NewPCG(runSeed, 1))
 	ops := 0
 	during := map[string]int{}
-	for iter := 0; kills < 60; iter++ {
-		if iter > 200 {
-			t.Fatalf("only %d kills in %d runs", kills, iter)
-		}
+	events := map[string]bool{} // lost+found events made so far
+	lostDir := LostFoundDir(dir, crashTopic, 0)
+	for iter := 0; iter < 60; iter++ {
 		seed := rng.Uint64()
+		// Most kills land in the loop; one in four among the first
+		// operations, which are Open's recovery of the last kill.
+		kill := 20 + rng.IntN(400)
+		if rng.IntN(4) == 0 {
+			kill = 1 + rng.IntN(20)
+		}
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), crashChildEnv+"="+dir, crashSeedEnv+"="+strconv.FormatUint(seed, 10))
+		cmd.Env = append(os.Environ(), crashChildEnv+"="+dir, crashSeedEnv+"="+strconv.FormatUint(seed, 10),
+			crashKillEnv+"="+strconv.Itoa(kill))
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		// Wait until the child runs (it creates the journal just before
-		// Open), then kill it at a random moment: early ones land in
-		// Open's recovery, later ones in the loop.
-		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-			if _, err := os.Stat(filepath.Join(dir, "journal")); err == nil {
-				break
-			}
-		}
-		time.Sleep(time.Duration(rng.IntN(50)) * time.Millisecond)
-		if err := cmd.Process.Signal(syscall.SIGKILL); err == nil {
-			kills++
-		}
+		// The child kills itself; a deadline in case it never does.
+		stuck := time.AfterFunc(2*time.Minute, func() { _ = cmd.Process.Kill() })
 		err := cmd.Wait()
-		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() {
+		if !stuck.Stop() {
+			t.Fatalf("child %d (seed %d) did not reach operation %d in 2 minutes", iter, seed, kill)
+		}
+		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
 			t.Fatalf("child exited on its own: %v\n%s", err, stderr.String())
 		}
+		kills++
 
-		done, inflight := readJournal(t, filepath.Join(dir, "journal"))
+		jr := readJournal(t, filepath.Join(dir, "journal"))
 		// A child killed before it opened the journal must not replay the
 		// previous one.
 		if err := os.Remove(filepath.Join(dir, "journal")); err != nil && !os.IsNotExist(err) {
 			t.Fatal(err)
 		}
-		ops += len(done)
-		for _, op := range done {
+		ops += len(jr.done)
+		for i, op := range jr.done {
 			model.apply(op, 1<<30)
+			if jr.ids[i] != "" {
+				events[jr.ids[i]] = true
+			}
 		}
 		l, err := Open(dir, crashTopic, 0, crashOptions(seed))
 		if err != nil {
-			t.Fatalf("child %d (seed %d): open after kill: %v", iter, seed, err)
+			t.Fatalf("child %d (seed %d, killed at %d): open after kill: %v", iter, seed, kill, err)
 		}
 		got := crashState(t, l)
-		l.Close()
 		candidates := []crashModel{model}
-		if inflight != nil {
-			during[inflight[0]]++
+		if jr.inflight != nil {
+			during[jr.inflight[0]]++
 			n := 1
-			if inflight[0] == "A" {
-				n, _ = strconv.Atoi(inflight[4])
+			if jr.inflight[0] == "A" {
+				n, _ = strconv.Atoi(jr.inflight[4])
 			}
 			for p := 1; p <= n; p++ {
 				c := model.clone()
-				c.apply(inflight, p)
+				c.apply(jr.inflight, p)
 				candidates = append(candidates, c)
 			}
 		}
@@ -282,13 +384,42 @@ func TestCrashLoop(t *testing.T) {
 			}
 		}
 		if !ok {
-			t.Fatalf("child %d (seed %d): after kill during %v the log is\n%v\nwant one of\n%v", iter, seed, inflight, got, candidates)
+			t.Fatalf("child %d (seed %d, killed at %d): after kill during %v the log is\n%v\nwant one of\n%v", iter, seed, kill, jr.inflight, got, candidates)
 		}
 		model = got
+		// lost+found: every finished save, and the one in flight only if
+		// Open completed its truncation; nothing partial.
+		ents, _ := os.ReadDir(lostDir)
+		extra := 0
+		for _, e := range ents {
+			if !IsLostEventName(e.Name()) {
+				t.Fatalf("child %d (seed %d, killed at %d): lost+found holds %q", iter, seed, kill, e.Name())
+			}
+			if !events[e.Name()] {
+				extra++
+				events[e.Name()] = true
+			}
+		}
+		lostInFlight := jr.inflight != nil && jr.inflight[0] == "L" && !candidates[1].equal(candidates[0])
+		truncated := lostInFlight && got.equal(candidates[1])
+		if len(ents) != len(events) || extra > 1 || (extra == 1) != truncated {
+			t.Fatalf("child %d (seed %d, killed at %d): lost+found holds %d events (%d new) after kill during %v, %d saves known",
+				iter, seed, kill, len(ents), extra, jr.inflight, len(events)-extra)
+		}
+		// Report what is unreported, as the driver does after Open.
+		for _, x := range l.UnreportedLosses() {
+			if !events[x.ID] {
+				t.Fatalf("child %d: unreported loss %s has no event", iter, x.ID)
+			}
+			if err := l.MarkReported(x.ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+		l.Close()
 	}
-	t.Logf("%d kills (during append/truncate/full: %d/%d/%d), %d finished operations, final %d batches",
-		kills, during["A"], during["T"], during["F"], ops, len(model.batches))
+	t.Logf("%d kills (during append/truncate/full/lost/report: %d/%d/%d/%d/%d), %d finished operations, final %d batches, %d losses saved",
+		kills, during["A"], during["T"], during["F"], during["L"], during["R"], ops, len(model.batches), len(events))
 	if ops < 100 {
-		t.Errorf("only %d operations finished: the kills come too early to test much", ops)
+		t.Errorf("only %d operations finished: the chosen kill points are too early to test much", ops)
 	}
 }

@@ -29,7 +29,8 @@
 //	kfollower-recovery-point        "0\n<base> <position> <next> <offset entries> <time entries>
 //	                                <maxTs> <maxTsOffset> <firstTs> <lastEpoch>\n" (one line)
 //	kfollower-log-start-offset      "0\n1\n<offset>\n", only once DeleteBefore moved the start
-//	kfollower-truncation-intent     "0\n<to|full> <offset>\n", only while a truncation runs
+//	kfollower-truncation-intent     "0\n<to|full> <offset>\n[lost <event>\n]", only while a truncation runs
+//	kfollower-unreported-losses     "0\n<n>\n<event>\n" × n, only while a loss awaits MarkReported
 //	<name>.tmp                      a small file being replaced; Open deletes a leftover one
 //
 // kfollower-recovery-point says how far the active segment (base offset
@@ -40,7 +41,8 @@
 // none). It is Kafka's recovery-point-offset-checkpoint down to the byte:
 // it is rewritten after an fsync of the active segment (by Flush or a
 // flushing Append at most once a second; always by a truncation, Open and
-// Close), and Open re-reads only the bytes after it. A point for another
+// Close), never before leader-epoch-checkpoint holds the epochs of the
+// batches it covers, and Open re-reads only the bytes after it. A point for another
 // segment (the active one rolled since), or past the file's end, is
 // ignored; with an intent present it is not trusted at all.
 //
@@ -61,15 +63,24 @@
 // .deleted/.cleaned/.swap suffixes). Kafka keeps the log start offset in
 // the log dir's log-start-offset-checkpoint; ours is per partition.
 //
-// Removed batches can be kept with SaveLost under
-// <data-dir>/lost+found/<topic>-<partition>/<first>-<end>[.n]/: one Kafka
-// segment (.log, .index, .timeindex) plus lost.json (topic, partition,
-// offsets, per-epoch ranges, batch, record and byte counts).
+// TruncateWithLost keeps the batches a truncation removes under
+// <data-dir>/lost+found/<topic>-<partition>/<event>/, <event> being
+// "<first>-<end>" (20-digit offsets: the first saved batch's base offset,
+// the log end) or that with ".1", ".2", ... for a later loss of the same
+// range: one or more Kafka segments (.log, .index, .timeindex, rolled
+// where the log would roll) plus lost.json (topic, partition, cause, from
+// = the first offset lost, firstOffset, lastOffset, endOffset, the
+// truncation and leader epochs, batch, record and byte counts, per-epoch
+// ranges, segments, savedAt). An event is written as <event>.tmp and
+// renamed into place complete; readers skip every name IsLostEventName
+// refuses. kfollower-unreported-losses lists the events whose truncation
+// is durable and whose report the owner has not confirmed
+// (UnreportedLosses, MarkReported).
 //
 // # Order of durable steps
 //
 // Small files (checkpoint, partition.metadata, recovery point, log start,
-// intent, lost.json) are replaced atomically: write <name>.tmp, fsync it,
+// intent, unreported losses, lost.json) are replaced atomically: write <name>.tmp, fsync it,
 // close, rename over <name>, fsync the directory (Kafka's CheckpointFile).
 //
 // Append: validate the whole run (nothing is written on a violation);
@@ -83,17 +94,34 @@
 // back from the active segment, as LogSegment.recover does). DurableEnd
 // (Reader) is the log end at the last fsync of the active segment.
 //
-// TruncateTo(x) and TruncateFullyAndStartAt(x): 1. write the intent file;
-// 2. delete the later segments (indexes before .log), cut the segment
-// holding x at the first batch with an offset >= x, rebuild its indexes,
-// fsync it and the directory, rewrite the recovery point (a full
-// truncation instead deletes all segments, creates an empty one at x,
-// writes the recovery point and the log start); 3.
-// rewrite leader-epoch-checkpoint cut to the new end; 4. remove the intent
-// and fsync the directory. Open redoes an intent it finds before anything
-// else, so after a crash neither the truncated batches nor their epochs
-// come back. Callers that must keep the batches call SaveLost first (it
-// fsyncs the copy before returning).
+// TruncateTo(x) and TruncateFullyAndStartAt(x): 0. (TruncateTo) fsync the
+// active segment if it has unsynced bytes, so that everything before the
+// cut is durable before the intent; 1. write the intent file; 2. delete
+// the later segments (indexes before .log), cut the segment holding x at
+// the first batch with an offset >= x, rebuild its indexes, fsync it and
+// the directory, rewrite the recovery point (a full truncation instead
+// deletes all segments, creates an empty one at x, writes the recovery
+// point and the log start); 3. rewrite leader-epoch-checkpoint cut to the
+// new end; 4. remove the intent and fsync the directory. Open redoes an
+// intent it finds before anything else, so after a crash neither the
+// truncated batches nor their epochs come back. If writing the intent
+// fails it is removed again (it may be on disk: its rename done, the
+// directory fsync failed); if that fails too, appends are refused
+// (ErrTruncationPending) until a truncation call succeeds or the log is
+// reopened, so nothing is appended that the next Open's redo would cut.
+//
+// TruncateWithLost(t), one crash-atomic unit: a. copy the batches the
+// truncation removes into lost+found/<tp>/<event>.tmp/ (each segment
+// sealed and fsynced, then lost.json atomically, then the parent
+// directory fsynced); b. the intent, with "lost <event>"; c. rename
+// <event>.tmp to <event> and fsync the parent; d. steps 0-3 above; e. add
+// <event> to kfollower-unreported-losses (atomic); f. remove the intent.
+// Open finishes c-f from the intent (the copy was durable before it) and
+// deletes any other <event>.tmp, a save that never reached its intent
+// while its batches are still in the log. So after any crash there is
+// exactly one complete event per loss, and UnreportedLosses lists it until
+// MarkReported: a loss is reported at least once, and a report repeated
+// after a crash carries the same Lost.ID.
 //
 // DeleteBefore(x): write the log start file, cut the epoch cache from the
 // start and rewrite the checkpoint, then delete whole segments below x; a
@@ -110,18 +138,27 @@
 //
 //   - torn or zero-filled tail of the active segment: cut at the last whole,
 //     valid batch; the epoch cache is cut to the new end; a warning names
-//     the bytes dropped. Safe for a follower: they are refetched.
-//   - a bad batch with a valid batch right after it (in the active segment),
-//     or any bad batch in a sealed segment that has to be re-read: a
-//     *CorruptionError; nothing is cut, the partition stops.
+//     the bytes dropped. Safe for a follower: they are refetched. Past the
+//     recovery point (nothing there was known durable, and a power loss
+//     may tear and reorder unsynced writes) this holds even when a valid
+//     batch follows the bad bytes, as LogSegment.recover cuts above its
+//     recovery point.
+//   - a bad batch with a valid batch right after it, in the active segment
+//     before the recovery point or with no usable point, or any bad batch
+//     in a sealed segment that has to be re-read: a *CorruptionError;
+//     nothing is cut, the partition stops. The same while copying our own
+//     batches to lost+found: no copy is left, the log is unchanged.
 //   - a bad batch in a sealed segment is otherwise found by Read, which
 //     checks the CRC of every batch it returns: *CorruptionError.
 //   - missing, unreadable or non-monotonic leader-epoch-checkpoint: rebuilt
 //     from the batches' epochs with a warning; entries past the log end are
 //     cut (LogLoader's truncateFromEnd) and the start is cut to the log
 //     start.
-//   - a truncation intent: finished; an unreadable one: Open fails.
-//   - leftover *.tmp files and indexes without a .log: deleted.
+//   - a truncation intent: finished, with its lost+found event put in place
+//     and listed as unreported; an unreadable one, or one whose event is
+//     gone: Open fails.
+//   - leftover *.tmp files and indexes without a .log, and <event>.tmp
+//     directories no intent names: deleted.
 //   - a failed write or fsync while running: the call returns the error and
 //     the Log refuses further calls until it is reopened (after a failed
 //     fsync the page cache cannot be trusted); Open then repairs the files.

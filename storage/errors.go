@@ -12,6 +12,13 @@ var ErrOffsetOutOfRange = errors.New("offset out of range")
 // ErrClosed is returned by every method of a closed Log.
 var ErrClosed = errors.New("log is closed")
 
+// ErrTruncationPending is returned (wrapped) by Append, DeleteBefore and
+// EnforceRetention while a truncation whose intent may be on disk has
+// neither completed nor been rolled back (TruncateTo says when): an append
+// then would be cut by the next Open's redo of the intent. A truncation
+// call, or reopening the log, ends it.
+var ErrTruncationPending = errors.New("a truncation is pending")
+
 // AppendError is a batch run that Append refused: nothing of that append
 // was written. Offset is the base offset of the offending batch (or the
 // log end offset when the problem is the run as a whole).

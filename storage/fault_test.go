@@ -2,6 +2,7 @@ package storage
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"strings"
 	"sync"
@@ -16,8 +17,15 @@ type faultFS struct {
 	mu         sync.Mutex
 	syncMatch  string // fail the next Sync of a matching file
 	writeMatch string
-	dirSync    bool // fail the next SyncDir
-	fired      int
+	dirSyncs   int    // fail the next dirSyncs SyncDir calls
+	dirPath    string // if set, of this directory only
+	// statMatch makes Stat of a matching path fail with statErr, statLimit
+	// times (then it answers: not found), counting the calls in stats.
+	statMatch string
+	statErr   error
+	statLimit int
+	stats     int
+	fired     int
 }
 
 var errInjected = errors.New("injected I/O error")
@@ -32,9 +40,9 @@ func (f *faultFS) OpenFile(name string, flag int, perm os.FileMode) (file, error
 
 func (f *faultFS) SyncDir(dir string) error {
 	f.mu.Lock()
-	fail := f.dirSync
-	f.dirSync = false
+	fail := f.dirSyncs > 0 && (f.dirPath == "" || f.dirPath == dir)
 	if fail {
+		f.dirSyncs--
 		f.fired++
 	}
 	f.mu.Unlock()
@@ -42,6 +50,24 @@ func (f *faultFS) SyncDir(dir string) error {
 		return errInjected
 	}
 	return f.osFS.SyncDir(dir)
+}
+
+func (f *faultFS) Stat(name string) (os.FileInfo, error) {
+	f.mu.Lock()
+	match := f.statMatch != "" && strings.Contains(name, f.statMatch)
+	if match {
+		f.stats++
+		f.fired++
+		if f.stats > f.statLimit {
+			f.mu.Unlock()
+			return nil, &fs.PathError{Op: "stat", Path: name, Err: os.ErrNotExist}
+		}
+	}
+	f.mu.Unlock()
+	if match {
+		return nil, &fs.PathError{Op: "stat", Path: name, Err: f.statErr}
+	}
+	return f.osFS.Stat(name)
 }
 
 func (f *faultFS) take(match *string, name string) bool {

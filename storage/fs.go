@@ -71,11 +71,17 @@ func (f osFile) Sync() error { return fdatasync(f.File) }
 
 // mkdirAllSynced creates dir and its missing parents and fsyncs each parent
 // whose entry list changed, so a new partition directory survives a crash.
+// Only a directory that does not exist is missing: any other Stat error is
+// returned.
 func mkdirAllSynced(fsys fileSystem, dir string) error {
 	var created []string
 	for d := dir; ; d = filepath.Dir(d) {
-		if _, err := fsys.Stat(d); err == nil {
+		_, err := fsys.Stat(d)
+		if err == nil {
 			break
+		}
+		if !isNotExist(err) {
+			return err
 		}
 		created = append(created, d)
 		if filepath.Dir(d) == d {

@@ -35,6 +35,14 @@ type Log struct {
 	durable   int64
 	lastFlush time.Time
 	failed    error // sticky: an I/O error left disk and memory unsure
+	// pending is a truncation whose intent may be on disk although writing
+	// it failed, and rolling it back failed too: writes are refused until
+	// a truncation call rolls it back (TruncateTo).
+	pending *intent
+	// unreported are the losses whose truncation is durable and whose
+	// report is not confirmed (UnreportedLosses), as
+	// kfollower-unreported-losses lists them.
+	unreported []Lost
 	// lastRecoveryPoint is when kfollower-recovery-point was last written;
 	// flushes rewrite it at most once a second.
 	lastRecoveryPoint time.Time
@@ -42,8 +50,9 @@ type Log struct {
 }
 
 // Open opens or creates the log of topic-partition under dataDir and
-// recovers it (recover.go): it finishes an interrupted truncation, cuts a
-// torn tail, and cuts the epoch cache back to the log end.
+// recovers it (recover.go): it finishes an interrupted truncation (and its
+// lost+found save: UnreportedLosses then lists the loss), cuts a torn
+// tail, and cuts the epoch cache back to the log end.
 func Open(dataDir, topic string, partition int32, opts Options) (*Log, error) {
 	var fsys fileSystem = osFS{}
 	if opts.OnSync != nil {
@@ -190,6 +199,29 @@ func (l *Log) usable() error {
 	}
 	if l.failed != nil {
 		return fmt.Errorf("%s: an earlier write failed, reopen the log to recover: %w", l.tp(), l.failed)
+	}
+	return nil
+}
+
+// Failed returns the error after which the log refuses every call until
+// it is reopened (a failed write or fsync: memory and disk may disagree,
+// and Open's recovery repairs the files), or nil. An error from a call
+// while Failed is nil was not of that kind: the call changed nothing, and
+// can be retried (after ErrTruncationPending, with a truncation).
+func (l *Log) Failed() error {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.failed
+}
+
+// writable is usable for a call that adds to the log or moves its start:
+// refused while a truncation is pending.
+func (l *Log) writable() error {
+	if err := l.usable(); err != nil {
+		return err
+	}
+	if l.pending != nil {
+		return fmt.Errorf("%s: complete or roll back the truncation (%s) first: %w", l.tp(), *l.pending, ErrTruncationPending)
 	}
 	return nil
 }

@@ -270,13 +270,22 @@ func TestSaveLost(t *testing.T) {
 	if fmt.Sprint(lost.Epochs) != "[{1 8 15 4 8} {2 16 19 2 4}]" {
 		t.Fatalf("epochs %v", lost.Epochs)
 	}
-	seg, err := os.ReadFile(filepath.Join(lost.Dir, lost.Segment))
-	if err != nil {
-		t.Fatal(err)
+	// The copy rolls where the log would (SegmentBytes 250): several
+	// segments, together the batches.
+	var seg []byte
+	for _, name := range lost.Segments {
+		b, err := os.ReadFile(filepath.Join(lost.Dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b) > 250 {
+			t.Fatalf("segment %s has %d bytes, more than SegmentBytes", name, len(b))
+		}
+		seg = append(seg, b...)
 	}
 	off8 := len(build(0, 0, 2)) * 4
-	if !bytes.Equal(seg, all[off8:]) {
-		t.Fatal("saved segment is not the batches")
+	if !bytes.Equal(seg, all[off8:]) || len(lost.Segments) < 2 || lost.Segment != lost.Segments[0] || lost.Segment != segmentName(8, logSuffix) {
+		t.Fatalf("saved segments %v are not the batches", lost.Segments)
 	}
 	back, err := ReadLost(lost.Dir)
 	if err != nil || back.Batches != 6 || back.Bytes != int64(len(seg)) {

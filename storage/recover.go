@@ -16,23 +16,30 @@ import (
 //
 //  1. create the directory if needed; delete leftover *.tmp files and
 //     index files whose .log is gone;
-//  2. open the segments; sealed ones (all but the last) are checked through
-//     their indexes only, rebuilt from the .log if the indexes are missing
-//     or fail Kafka's sanity checks, in which case a bad batch is a
-//     *CorruptionError (a sealed segment was fsynced whole);
-//  3. finish an interrupted truncation from its intent file, before
+//  2. read the intent; if it names a lost+found event, put the event in
+//     place (rename its complete temporary directory); delete the
+//     temporary event directories of saves that never reached an intent;
+//     read the list of unreported losses;
+//  3. open the segments, except those an intent deletes whole; sealed ones
+//     (all but the last) are checked through their indexes only, rebuilt
+//     from the .log if the indexes are missing or fail Kafka's sanity
+//     checks, in which case a bad batch is a *CorruptionError (a sealed
+//     segment was fsynced whole);
+//  4. finish an interrupted truncation from its intent file, before
 //     anything else can see the data it removes;
-//  4. validate the active segment batch by batch (CRC included) and cut a
+//  5. validate the active segment batch by batch (CRC included) and cut a
 //     torn tail; a bad batch with a valid batch right after it is not a
-//     torn write but corruption: *CorruptionError;
-//  5. load leader-epoch-checkpoint; if it is missing or unreadable,
+//     torn write but corruption (*CorruptionError), unless it lies past
+//     the recovery point, where a power loss may have torn and reordered
+//     writes (tornFrom);
+//  6. load leader-epoch-checkpoint; if it is missing or unreadable,
 //     rebuild the cache from the batches' epochs with a warning; else add
 //     the epochs of active-segment batches newer than its latest entry (an
 //     append that crashed before its checkpoint write), as
 //     LogSegment.recover does; then cut the cache to the LEO and from the
 //     log start (LogLoader) and rewrite it if it changed;
-//  6. apply the log start offset (deleting segments wholly below it);
-//  7. remove the intent file.
+//  7. apply the log start offset (deleting segments wholly below it);
+//  8. list the intent's loss as unreported, then remove the intent file.
 func (l *Log) recover() error {
 	if err := mkdirAllSynced(l.fsys, l.dir); err != nil {
 		return fmt.Errorf("creating %s: %w", l.dir, err)
@@ -76,6 +83,18 @@ func (l *Log) recover() error {
 	if err != nil {
 		return err
 	}
+	if haveIntent && in.lost != "" {
+		// Its copy is complete: it was durable before the intent was.
+		if err := l.commitLost(in.lost); err != nil {
+			return fmt.Errorf("finishing truncation of %s (%s): %w", l.tp(), in, err)
+		}
+	}
+	if err := l.removeLostOrphans(); err != nil {
+		return err
+	}
+	if err := l.loadUnreported(); err != nil {
+		return err
+	}
 	logStart := int64(-1)
 	if data, err := l.fsys.ReadFile(filepath.Join(l.dir, LogStartFile)); err == nil {
 		if logStart, err = ParseLogStart(data); err != nil {
@@ -86,15 +105,18 @@ func (l *Log) recover() error {
 		return fmt.Errorf("reading %s: %w", filepath.Join(l.dir, LogStartFile), err)
 	}
 
-	if haveIntent && !in.full {
+	if haveIntent {
 		// Segments the truncation deletes whole are not loaded (a crash
 		// may have left one without its indexes); the intent is redone
 		// below for the rest.
-		keep := 0
+		keep := -1
 		for i, b := range bases {
-			if b < in.offset {
+			if b < in.offset && !in.full {
 				keep = i
 			}
+		}
+		if keep < 0 && !in.full && len(bases) > 0 {
+			keep = 0 // the first segment stays, to be cut (or found below the start)
 		}
 		for _, b := range bases[keep+1:] {
 			for _, suf := range []string{indexSuffix, timeIndexSuffix, logSuffix} {
@@ -170,10 +192,27 @@ func (l *Log) recover() error {
 	if err := l.recoverEpochs(tail); err != nil {
 		return err
 	}
+	// Only now: a recovery point covering the tail before its epochs were
+	// in the checkpoint would let a crash here drop them, since the next
+	// Open reads no epochs back from before the point.
+	if err := l.writeRecoveryPoint(l.active().recoveryPoint()); err != nil {
+		return err
+	}
 	if err := l.deleteSegmentsBelowStart(); err != nil {
 		return fmt.Errorf("deleting segments of %s below %d: %w", l.tp(), l.logStart, err)
 	}
 	if haveIntent {
+		if in.lost != "" {
+			lost, err := readLost(l.fsys, filepath.Join(LostFoundDir(l.dataDir, l.topic, l.partition), in.lost))
+			if err != nil {
+				return fmt.Errorf("finishing truncation of %s (%s): %w", l.tp(), in, err)
+			}
+			if err := l.addUnreported(lost); err != nil {
+				return fmt.Errorf("finishing truncation of %s (%s): %w", l.tp(), in, err)
+			}
+			l.lg.Warn("a loss saved before the crash is complete and still to report", "id", in.lost,
+				"from", lost.From, "end", lost.EndOffset, "cause", lost.Cause)
+		}
 		if err := removeFileSynced(l.fsys, l.dir, intentName); err != nil {
 			return err
 		}
@@ -273,6 +312,7 @@ func (l *Log) recoverActive(rp *recoveryPoint, onBatch func(batch.Header)) error
 	if err != nil {
 		return err
 	}
+	torn := tornFrom(rp, s.base, size)
 	var valid int64
 	resumed := rp != nil && s.resume(*rp, size)
 	if resumed {
@@ -285,11 +325,11 @@ func (l *Log) recoverActive(rp *recoveryPoint, onBatch func(batch.Header)) error
 		return err
 	}
 	if valid < size {
-		if err != nil && validBatchFollows(s, valid, size) {
+		if err != nil && (torn < 0 || valid < torn) && validBatchFollows(s, valid, size) {
 			return l.corruption(s, valid, -1, err)
 		}
 		l.lg.Warn("cutting a torn tail", "segment", s.path(logSuffix), "position", valid,
-			"bytes", size-valid, "nextOffset", s.next, "reason", err)
+			"bytes", size-valid, "nextOffset", s.next, "pastRecoveryPoint", torn >= 0 && valid >= torn, "reason", err)
 		if err := s.log.Truncate(valid); err != nil {
 			return fmt.Errorf("truncating %s to %d: %w", s.path(logSuffix), valid, err)
 		}
@@ -311,10 +351,30 @@ func (l *Log) recoverActive(rp *recoveryPoint, onBatch func(batch.Header)) error
 	} else if err := s.rewriteIndexes(); err != nil {
 		return err
 	}
-	if err := s.sync(); err != nil {
-		return err
+	// Durable now; the recovery point is written by recover once the
+	// checkpoint holds these batches' epochs (a point promises that).
+	return s.sync()
+}
+
+// tornFrom is the position in the active segment (base, size bytes) from
+// which its bytes are not known durable: the recovery point's position
+// when the point names this segment, 0 when it names an earlier one (this
+// segment was created since), -1 when there is no usable point. A power
+// loss can tear, and reorder, any write the disk was not told to flush: a
+// later batch may survive an earlier one's torn pages. So past that
+// position a bad batch is a torn tail whatever follows it, as Kafka's
+// LogSegment.recover cuts at the first invalid batch above the recovery
+// point; before it, or with no point, validBatchFollows decides.
+func tornFrom(rp *recoveryPoint, base, size int64) int64 {
+	switch {
+	case rp == nil:
+		return -1
+	case rp.base == base && rp.pos <= size:
+		return rp.pos
+	case rp.base < base:
+		return 0
 	}
-	return l.writeRecoveryPoint(s.recoveryPoint())
+	return -1
 }
 
 // validBatchFollows tells a torn write from corruption: a crash tears only
@@ -339,7 +399,7 @@ func validBatchFollows(s *segment, pos, size int64) bool {
 	return found
 }
 
-// recoverEpochs is step 5 of recover: the cache loadEpochs builds, written
+// recoverEpochs is step 6 of recover: the cache loadEpochs builds, written
 // back when it differs from the file.
 func (l *Log) recoverEpochs(tail []batch.Header) error {
 	cache, data, rebuilt, err := loadEpochs(l.fsys, l.dir, l.ident, l.segs, tail, l.logStart, l.leoLocked())

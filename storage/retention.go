@@ -13,7 +13,7 @@ import (
 func (l *Log) DeleteBefore(offset int64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if err := l.usable(); err != nil {
+	if err := l.writable(); err != nil {
 		return err
 	}
 	return l.deleteBefore(offset)
@@ -68,7 +68,7 @@ func (l *Log) deleteSegmentsBelowStart() error {
 func (l *Log) EnforceRetention() (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if err := l.usable(); err != nil {
+	if err := l.writable(); err != nil {
 		return 0, err
 	}
 	var total int64

@@ -142,11 +142,12 @@ func (v *View) load() error {
 		// Only the last segment can be written to; the earlier ones end
 		// at or below its base.
 		last := v.segs[len(v.segs)-1]
+		torn := tornFrom(rp, last.base, last.ix.size)
 		if rp != nil && rp.base != last.base {
 			rp = nil // for a segment since rolled
 		}
 		var err error
-		if tail, rp, err = findEnd(last, rp); err != nil {
+		if tail, rp, err = findEnd(last, rp, torn); err != nil {
 			return err
 		}
 		v.end = last.next
@@ -172,11 +173,12 @@ func (v *View) load() error {
 // and their epochs checkpointed), else from its start. It reads the
 // headers alone (no CRC: reading checks those) and cuts how far s is read
 // to the end of the last whole batch, unless a valid batch follows the
-// bytes that stopped the walk (validBatchFollows, as recoverActive
-// decides): those are corruption and stay in reach. It returns the first
-// batch of each epoch it walked, the tail loadEpochs takes, and rp, or nil
-// when rp did not sit on a batch and so is not trusted.
-func findEnd(s *segment, rp *recoveryPoint) ([]batch.Header, *recoveryPoint, error) {
+// bytes that stopped the walk before torn (validBatchFollows and tornFrom,
+// as recoverActive decides): those are corruption and stay in reach. It
+// returns the first batch of each epoch it walked, the tail loadEpochs
+// takes, and rp, or nil when rp did not sit on a batch and so is not
+// trusted.
+func findEnd(s *segment, rp *recoveryPoint, torn int64) ([]batch.Header, *recoveryPoint, error) {
 	if rp != nil && rp.pos > s.ix.size {
 		rp = nil // past the file's end, as recover ignores it
 	}
@@ -197,9 +199,9 @@ func findEnd(s *segment, rp *recoveryPoint) ([]batch.Header, *recoveryPoint, err
 		return nil, nil, err
 	}
 	if err != nil && valid == start && start > 0 {
-		return findEnd(s, nil) // not a batch at the recovery point
+		return findEnd(s, nil, torn) // not a batch at the recovery point
 	}
-	if valid < s.ix.size && (err == nil || !validBatchFollows(s, valid, s.ix.size)) {
+	if valid < s.ix.size && (err == nil || (torn >= 0 && valid >= torn) || !validBatchFollows(s, valid, s.ix.size)) {
 		s.ix.size = valid
 	}
 	return tail, rp, nil

@@ -192,21 +192,25 @@ func TestViewCorruption(t *testing.T) {
 }
 
 // The tail of the last segment is read as Open would recover it: a torn or
-// zero-filled tail is left out, bad bytes with a valid batch after them are
-// corruption.
+// zero-filled tail is left out; bad bytes with a valid batch after them are
+// corruption where the bytes were durable, and a torn tail past the
+// recovery point (a power loss may reorder unsynced writes).
 func TestViewTail(t *testing.T) {
+	badThenValid := func(bs [][]byte) []byte {
+		bad := build(90, 3, 3)
+		bad[16] = 7 // magic
+		return append(bad, build(93, 3, 3)...)
+	}
 	cases := []struct {
 		name    string
 		tail    func(batches [][]byte) []byte
+		noPoint bool // remove kfollower-recovery-point: nothing says which bytes were durable
 		corrupt bool // Open refuses the log, reading the view finds a *CorruptionError
 	}{
-		{"half a batch", func(bs [][]byte) []byte { return build(90, 3, 3)[:40] }, false},
-		{"zeros", func(bs [][]byte) []byte { return make([]byte, 100) }, false},
-		{"a bad header before a valid batch", func(bs [][]byte) []byte {
-			bad := build(90, 3, 3)
-			bad[16] = 7 // magic
-			return append(bad, build(93, 3, 3)...)
-		}, true},
+		{"half a batch", func(bs [][]byte) []byte { return build(90, 3, 3)[:40] }, false, false},
+		{"zeros", func(bs [][]byte) []byte { return make([]byte, 100) }, false, false},
+		{"a bad header before a valid batch, past the recovery point", badThenValid, false, false},
+		{"a bad header before a valid batch, no recovery point", badThenValid, true, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -214,6 +218,11 @@ func TestViewTail(t *testing.T) {
 			dir, batches := populate(t, data)
 			segs := segFiles(t, dir, logSuffix)
 			appendFile(t, segs[len(segs)-1], tc.tail(batches))
+			if tc.noPoint {
+				if err := os.Remove(filepath.Join(dir, recoveryPointName)); err != nil {
+					t.Fatal(err)
+				}
+			}
 			before := dirState(t, data)
 			v := openView(t, data)
 			if v.LogEndOffset() != 90 {
