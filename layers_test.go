@@ -19,6 +19,7 @@ const module = "github.com/kfollower/kfollower"
 // "/..." also covers the packages under it.
 var thirdParty = map[string]string{
 	"kerr":          "github.com/twmb/franz-go/pkg/kerr",
+	"kadm":          "github.com/twmb/franz-go/pkg/kadm",
 	"kgo":           "github.com/twmb/franz-go/pkg/kgo",
 	"kmsg":          "github.com/twmb/franz-go/pkg/kmsg",
 	"client_golang": "github.com/prometheus/client_golang/...",
@@ -48,6 +49,7 @@ var layers = []layer{
 	{pkg: "wire", allow: []string{"std", "kmsg", "kerr", "wire/batch"}},
 	{pkg: "fetcher", allow: []string{"std", "follower", "storage", "wire", "wire/batch", "kgo", "kmsg", "kerr"}},
 	{pkg: "audit", allow: []string{"std", "storage", "wire", "wire/batch", "kgo", "kmsg", "kerr"}},
+	{pkg: "probe", allow: []string{"std", "wire", "wire/batch", "kgo", "kmsg", "kerr", "kadm"}},
 	{pkg: "metrics", allow: []string{"std", "client_golang", "fetcher", "follower", "wire"}},
 	{pkg: "cmd/kfollower", allow: []string{"*"}},
 	{pkg: "integration/...", allow: []string{"*"}},
