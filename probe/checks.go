@@ -32,14 +32,18 @@ const (
 	CheckOffsets = "offsets_and_watermarks"
 )
 
-// Rules cites, for each check, the rule, the Kafka code that keeps it and
-// the section of docs/kafka.md that explains it.
+// Rules cites, for each check (the failover scenario's too), the rule, the
+// Kafka code that keeps it and the section of docs/kafka.md that explains
+// it. Read-only.
 var Rules = map[string]string{
 	CheckLineage:   "KIP-101; UnifiedLog.append → LeaderEpochFileCache.assign; docs/kafka.md §2.1, §2.2",
 	CheckEpochGaps: "KIP-279, KAFKA-7415; LeaderEpochFileCache.endOffsetFor; docs/kafka.md §3.1",
 	CheckFencing:   "KIP-320; Partition.checkCurrentLeaderEpoch (getLocalLog); docs/kafka.md §6.1, §3.2",
 	CheckDiverging: "KIP-595 (Fetch v12); Partition.readRecords; docs/kafka.md §5.1",
 	CheckOffsets:   "Partition.maybeIncrementLeaderHW, UnifiedLog LSO, Partition.makeLeader; docs/kafka.md §8.1, §8.3, §2.6, §6.5",
+
+	CheckFailoverEpoch: "KIP-101; the controller gives every new leader epoch + 1 (PartitionChangeBuilder); docs/kafka.md §2.1, §11.1",
+	CheckFailoverStart: "KIP-101; Partition.makeLeader assigns the new epoch at the log end before any write; docs/kafka.md §2.6",
 }
 
 func newCheck(name string) CheckResult { return CheckResult{Check: name, Rule: Rules[name]} }

@@ -160,12 +160,14 @@ func (r *Report) WriteTable(w io.Writer) error {
 		if p.Step != "" {
 			name += " (" + p.Step + ")"
 		}
+		// No tab in the partition's line, so that it does not widen the
+		// check columns.
 		if p.Error != "" {
 			errs++
-			fmt.Fprintf(tw, "%s\tERROR: %s\n", name, p.Error)
+			fmt.Fprintf(tw, "%s: ERROR: %s\n", name, p.Error)
 		} else {
 			lin := lineage{entries: p.Lineage}
-			fmt.Fprintf(tw, "%s\tleader %d, epoch %d; log start %d, high watermark %d, log end %d; lineage %s\n",
+			fmt.Fprintf(tw, "%s: leader %d, epoch %d; log start %d, high watermark %d, log end %d; lineage %s\n",
 				name, p.Leader, p.LeaderEpoch, p.LogStart, p.HighWatermark, p.LogEnd, orDash(lin.String()))
 		}
 		for _, c := range p.Checks {
@@ -188,9 +190,21 @@ func (r *Report) WriteTable(w io.Writer) error {
 			}
 		}
 	}
-	fmt.Fprintf(tw, "\n%d partitions: %d checks passed, %d failed, %d not applicable; %d partitions not probed\n",
-		len(r.Partitions), pass, fail, na, errs)
+	what := "partition"
+	if r.Scenario != "" {
+		what = "step"
+	}
+	fmt.Fprintf(tw, "\n%s probed, %s not: %d checks passed, %d failed, %d not applicable\n",
+		count(len(r.Partitions)-errs, what), count(errs, what), pass, fail, na)
 	return tw.Flush()
+}
+
+// count is "1 partition", "2 partitions".
+func count(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }
 
 func orDash(s string) string {
