@@ -78,15 +78,22 @@ func Failover(ctx context.Context, opts FailoverOptions) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := meta.lookup(s.tp); err == nil || !errors.Is(err, kerr.UnknownTopicOrPartition) {
-		return nil, fmt.Errorf("failover: topic %s exists (or cannot be looked up: %v); the scenario writes only to a topic it creates", opts.Topic, err)
+	switch _, err := meta.lookup(s.tp); {
+	case err == nil:
+		return nil, fmt.Errorf("failover: topic %s exists; the scenario writes only to a topic it creates", opts.Topic)
+	case !errors.Is(err, kerr.UnknownTopicOrPartition):
+		return nil, fmt.Errorf("failover: cannot tell whether topic %s exists: %w", opts.Topic, err)
 	}
 	if len(meta.brokers) < 2 {
 		return nil, fmt.Errorf("failover: the cluster has %d broker(s); moving a leadership needs 2 or more", len(meta.brokers))
 	}
 	s.brokers = meta.brokers
-	logf("this scenario WRITES: it creates topic %s (1 partition, 2 replicas), writes %d records in each of %d leaderships, moves the leadership %d times (preferred elections%s), and deletes the topic at the end",
-		opts.Topic, opts.Records, opts.Moves+1, opts.Moves, map[bool]string{true: " and reassignments", false: ""}[len(s.brokers) >= 3])
+	moves := "preferred elections"
+	if len(s.brokers) >= 3 {
+		moves += " and reassignments"
+	}
+	logf("this scenario WRITES: it creates topic %s (1 partition, 2 replicas), writes %d records in each of %d leaderships, moves the leadership %d times (%s), and deletes the topic at the end",
+		opts.Topic, opts.Records, opts.Moves+1, opts.Moves, moves)
 	resp, err := s.adm.CreateTopic(ctx, 1, 2, nil, opts.Topic)
 	if err == nil {
 		err = resp.Err
@@ -332,7 +339,10 @@ func (s *scenario) waitFor(ctx context.Context, what string, cond func(partition
 			if err == nil && cond(pm) {
 				return pm, nil
 			}
-			last = fmt.Sprintf("leader %d, epoch %d, replicas %v, ISR %v (%v)", pm.leader, pm.leaderEpoch, pm.replicas, pm.isr, err)
+			last = fmt.Sprintf("leader %d, epoch %d, replicas %v, ISR %v", pm.leader, pm.leaderEpoch, pm.replicas, pm.isr)
+			if err != nil {
+				last = err.Error()
+			}
 		} else {
 			last = err.Error()
 		}

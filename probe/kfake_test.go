@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -119,5 +120,59 @@ func TestKfake(t *testing.T) {
 	}
 	if rep.ExitCode() != ExitFail {
 		t.Errorf("exit code %d, want %d", rep.ExitCode(), ExitFail)
+	}
+}
+
+// The failover scenario refuses a topic that exists and a one-broker
+// cluster, and deletes the topic it created even when a step fails: kfake
+// accepts AlterPartitionAssignments but never applies it
+// (45_alter_partition_assignments.go), so the first move times out.
+func TestFailoverKfake(t *testing.T) {
+	ctx := context.Background()
+	one, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer one.Close()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(one.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if _, err := Failover(ctx, FailoverOptions{Client: cl, Topic: "t"}); err == nil || !strings.Contains(err.Error(), "topic t exists") {
+		t.Errorf("existing topic: %v", err)
+	}
+	if _, err := Failover(ctx, FailoverOptions{Client: cl, Topic: "new"}); err == nil || !strings.Contains(err.Error(), "needs 2 or more") {
+		t.Errorf("one broker: %v", err)
+	}
+	if one.TopicInfo("new") != nil {
+		t.Error("a refused scenario created its topic")
+	}
+
+	three, err := kfake.NewCluster(kfake.NumBrokers(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer three.Close()
+	cl3, err := kgo.NewClient(kgo.SeedBrokers(three.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl3.Close()
+	var log strings.Builder
+	rep, err := Failover(ctx, FailoverOptions{Client: cl3, Topic: "scratch", Moves: 2, Records: 5, Timeout: 500 * time.Millisecond, Log: &log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("log:\n%s\n%s", log.String(), table(t, rep))
+	last := rep.Partitions[len(rep.Partitions)-1]
+	if rep.ExitCode() == ExitOK || last.Error == "" {
+		t.Errorf("exit %d, last step %+v: want the timed-out step reported", rep.ExitCode(), last)
+	}
+	if three.TopicInfo("scratch") != nil {
+		t.Errorf("the scenario left its topic behind")
+	}
+	if !strings.Contains(log.String(), "this scenario WRITES") || !strings.Contains(log.String(), "deleting topic scratch") {
+		t.Errorf("log:\n%s", log.String())
 	}
 }
