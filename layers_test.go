@@ -19,6 +19,7 @@ const module = "github.com/kfollower/kfollower"
 // "/..." also covers the packages under it.
 var thirdParty = map[string]string{
 	"kerr":          "github.com/twmb/franz-go/pkg/kerr",
+	"kadm":          "github.com/twmb/franz-go/pkg/kadm",
 	"kgo":           "github.com/twmb/franz-go/pkg/kgo",
 	"kmsg":          "github.com/twmb/franz-go/pkg/kmsg",
 	"client_golang": "github.com/prometheus/client_golang/...",
@@ -72,6 +73,8 @@ var layers = []layer{
 	{pkg: "audit", allow: []string{"std", "storage", "cluster", "wire", "wire/batch", "kgo", "kerr"}, readOnly: true},
 	// Writes to a cluster (lost replay); reads its data dir only.
 	{pkg: "lostfound", allow: []string{"std", "storage", "cluster", "wire", "kgo", "kmsg"}},
+	// Reads only, except --scenario failover, which writes to its own scratch topic.
+	{pkg: "probe", allow: []string{"std", "cluster", "wire", "wire/batch", "kgo", "kmsg", "kerr", "kadm"}},
 	{pkg: "metrics", allow: []string{"std", "client_golang", "fetcher", "follower", "wire", "kmsg"}},
 	{pkg: "cmd/kfollower", allow: []string{"*"}},
 	{pkg: "integration/...", allow: []string{"*"}},
