@@ -138,6 +138,8 @@ func (e *driverEnv) close() {
 
 // The story is the Manager's observer: it prints what it is told.
 
+func (e *driverEnv) Followed(topic string) { e.printf("run: following topic %s\n", topic) }
+
 func (e *driverEnv) RequestDone(s RequestStats) {
 	e.printf("broker %d answered %s for %d partitions", s.Broker, s.Key.Name(), s.Partitions)
 	if s.Err != nil {

@@ -226,7 +226,8 @@ func (m *Manager) placeAll(wctx context.Context, resp *kmsg.MetadataResponse, fr
 		if m.retired[topic] {
 			continue
 		}
-		if old, ok := m.knownID(topic); ok && old != t.TopicID {
+		old, known := m.knownID(topic)
+		if known && old != t.TopicID {
 			// The topic was deleted and created again under the same name:
 			// its offsets start over and its data is another topic's.
 			// Following on would report the new topic as loss of the old
@@ -242,6 +243,9 @@ func (m *Manager) placeAll(wctx context.Context, resp *kmsg.MetadataResponse, fr
 		m.mu.Lock()
 		m.ids[topic] = t.TopicID
 		m.mu.Unlock()
+		if !known {
+			m.cfg.observe().Followed(topic)
+		}
 		for _, pm := range t.Partitions {
 			tp := wire.TopicPartition{Topic: topic, Partition: pm.Partition}
 			leader, epoch := pm.Leader, pm.LeaderEpoch

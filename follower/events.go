@@ -35,6 +35,12 @@ func (c Cause) String() string {
 	return "cause(?)"
 }
 
+// Causes lists every Cause, for metrics: a counter labelled by cause is
+// created at zero for each.
+func Causes() []Cause {
+	return []Cause{CauseEpochReply, CauseDivergingEpoch, CauseOutOfRangeHigh}
+}
+
 // TruncationEvent reports committed data the cluster lost. kfollower holds
 // only data that was at or below a leader's high watermark, so every offset
 // in [From, To) was committed and the current leader does not have it. The

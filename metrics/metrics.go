@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kfollower/kfollower/follower"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 )
@@ -106,7 +107,7 @@ func New(reg prometheus.Registerer, opts Options) *Metrics {
 		leaderChanges: counter("leader_changes_total", "Times metadata named another leader or leader epoch for a followed partition.", "topic"),
 		epochRegress:  counter("leader_epoch_regressions_total", "Times metadata named a lower leader epoch than before for a followed partition.", "topic"),
 		roundtrips: f.NewHistogram(prometheus.HistogramOpts{Namespace: Namespace, Name: "reconciliation_roundtrips",
-			Help:    "OffsetsForLeaderEpoch answers a partition needed before fetching again (KIP-279 roundtrips per reconciliation).",
+			Help:    "Leader answers one reconciliation took before fetching again: OffsetsForLeaderEpoch answers (KIP-279 rounds), plus the DivergingEpoch Fetch or ListOffsets answer that started it.",
 			Buckets: []float64{1, 2, 3, 4, 6, 8, 12, 16}}),
 		truncations:  counter("truncations_total", "Truncations below data kfollower held, by what revealed the divergence.", "topic", "cause"),
 		truncRecords: counter("truncated_records_total", "Records removed from local logs by truncation (kept in lost+found).", "topic"),
@@ -188,6 +189,17 @@ func (m *Metrics) leaderChange(topic string, oldEpoch, newEpoch int32) {
 	m.leaderChanges.WithLabelValues(topic).Inc()
 	if newEpoch < oldEpoch {
 		m.epochRegress.WithLabelValues(topic).Inc()
+	}
+}
+
+// followed creates every per-topic counter of topic at zero.
+func (m *Metrics) followed(topic string) {
+	for _, c := range follower.Causes() {
+		m.truncations.WithLabelValues(topic, c.String())
+	}
+	for _, v := range []*prometheus.CounterVec{m.truncRecords, m.truncBytes, m.lostRecords, m.gaps, m.gapOffsets,
+		m.leaderChanges, m.epochRegress, m.retSegments, m.retBytes} {
+		v.WithLabelValues(topic)
 	}
 }
 
