@@ -1,6 +1,7 @@
 package follower
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -148,6 +149,19 @@ func (p *Partition) Step(now time.Time, m Msg) error {
 }
 
 func (p *Partition) onLeaderChange(m LeaderChange) {
+	if m.LeaderEpoch < 0 && m.Leader >= 0 && m.Leader != p.leader {
+		// Metadata without a leader epoch (a broker before Metadata v7, or
+		// one that does not report epochs) naming another broker. Every
+		// election bumps the epoch (Partition.makeLeader), so another
+		// leader is a new epoch we cannot see, not the same-epoch
+		// redirect of KAFKA-7164: reconcile with it as with a higher
+		// epoch. Our epoch becomes unknown too, so the requests go out
+		// unfenced (CurrentLeaderEpoch -1 skips the KIP-320 check,
+		// docs/kafka.md §6.1) instead of being fenced by an epoch the new
+		// leader may have left behind.
+		p.newLeaderEpoch(m)
+		return
+	}
 	switch {
 	case m.LeaderEpoch < p.epoch:
 		return // older metadata than we have
@@ -167,6 +181,12 @@ func (p *Partition) onLeaderChange(m LeaderChange) {
 		}
 		return
 	}
+	p.newLeaderEpoch(m)
+}
+
+// newLeaderEpoch starts over with the leader of a new epoch: reconcile with
+// it (KIP-101) before the first Fetch, or wait for one.
+func (p *Partition) newLeaderEpoch(m LeaderChange) {
 	p.epoch, p.leader = m.LeaderEpoch, m.Leader
 	p.inflight = nil
 	p.attempts, p.wakeAt, p.lastErr, p.oorStreak = 0, time.Time{}, nil, 0
@@ -221,10 +241,23 @@ func (p *Partition) onFetchReply(now time.Time, m FetchReply) error {
 		p.fail(now, r, err)
 		return nil
 	}
-	p.attempts, p.lastErr, p.oorStreak = 0, nil, 0
 	if m.Diverging.Epoch >= 0 {
 		// Truncate-on-fetch (the leader's Partition.readRecords): the
 		// leader's history for our LastFetchedEpoch differs.
+		p.checkDiverging(f, m.Diverging)
+		if t := Decide(p.log, m.Diverging); t.Complete && t.Offset >= p.log.LogEndOffset() {
+			// An answer that cuts nothing leaves the next Fetch the
+			// same as this one, which the leader would answer the same
+			// at once (it answers a diverging partition without the long
+			// poll, docs/kafka.md §5.1): back off first, bounded and
+			// exponential, so a broker that answers so is not hammered.
+			// Only an answer the protocol rules out gets here (epoch
+			// above our last fetched one, or an end at or past our fetch
+			// offset), which checkDiverging reported.
+			p.fail(now, Retry, errNoDivergence)
+			return nil
+		}
+		p.attempts, p.lastErr, p.oorStreak = 0, nil, 0
 		// Records, high watermark and log start of this reply are not
 		// applied (KAFKA-14704: a high watermark applied before truncating
 		// exposed uncommitted data). The same table as for
@@ -238,6 +271,7 @@ func (p *Partition) onFetchReply(now time.Time, m FetchReply) error {
 		p.decide(m.Diverging)
 		return nil
 	}
+	p.attempts, p.lastErr, p.oorStreak = 0, nil, 0
 	if m.HighWatermark >= 0 && p.hw >= 0 && p.hwEpoch == p.epoch && m.HighWatermark < p.hw {
 		p.conform(CheckHighWatermarkBackwards, fmt.Sprintf("leader %d in epoch %d answered high watermark %d after %d",
 			f.Leader, p.epoch, m.HighWatermark, p.hw))
@@ -255,6 +289,10 @@ func (p *Partition) onFetchReply(now time.Time, m FetchReply) error {
 	}
 	return nil
 }
+
+// errNoDivergence is the error of a backoff after a DivergingEpoch answer
+// that cut nothing.
+var errNoDivergence = errors.New("DivergingEpoch answer that diverges from nothing we hold: fetching again after a backoff")
 
 // fail reacts to an error reply or a failed request.
 func (p *Partition) fail(now time.Time, r Reaction, err error) {

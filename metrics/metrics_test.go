@@ -150,6 +150,7 @@ kfollower_committed_records_lost_total{topic="t"} 120
 # HELP kfollower_conformance_violations_total Broker answers the protocol rules out, by check (see the README); each is also logged with its evidence.
 # TYPE kfollower_conformance_violations_total counter
 kfollower_conformance_violations_total{check="batch_epoch_above_leader_epoch"} 0
+kfollower_conformance_violations_total{check="diverging_epoch_without_divergence"} 0
 kfollower_conformance_violations_total{check="epoch_answer_contradicts_log"} 0
 kfollower_conformance_violations_total{check="high_watermark_backwards"} 1
 kfollower_conformance_violations_total{check="metadata_epoch_backwards"} 0
