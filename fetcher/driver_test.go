@@ -44,7 +44,11 @@ import (
 //	    OffsetsForLeaderEpoch: [error=NAME] epoch=N end=N
 //	    ListOffsets:           [error=NAME] start=N end=N
 //	tick advance=DURATION              move the clock and step Tick everywhere
-//	status                             every partition's published status
+//	disk fail=ENOSPC|EIO|none [open]   from now on every write to a log fails so (open: opening
+//	                                   one too), until fail=none
+//	disk corrupt                       the next save to lost+found finds a corrupt batch in our log
+//	maintain                           every worker's retention and flush run (Flush: interval)
+//	status                             every partition's published status, and /readyz's answer
 //	shutdown                           end the run: every log must be closed
 //
 // After every command but status, the story runs the Manager and the
@@ -97,6 +101,7 @@ func (b fakeBroker) Request(ctx context.Context, req kmsg.Request) (kmsg.Respons
 
 type driverEnv struct {
 	m      *Manager
+	disk   *disk
 	ctx    context.Context
 	cancel context.CancelFunc
 	now    time.Time
@@ -115,7 +120,7 @@ type driverEnv struct {
 type passLine struct{ tp, line string }
 
 func newDriverEnv(t *testing.T) *driverEnv {
-	e := &driverEnv{now: driverBase, calls: make(chan call, 4), inAir: map[int32]call{}}
+	e := &driverEnv{now: driverBase, calls: make(chan call, 4), inAir: map[int32]call{}, disk: &disk{}}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	cfg := Config{
 		DataDir:   t.TempDir(),
@@ -124,8 +129,11 @@ func newDriverEnv(t *testing.T) *driverEnv {
 		Logger:    slog.New(slog.DiscardHandler),
 		Now:       func() time.Time { return e.now },
 		Observers: []Observer{e},
+		// Flushed by the maintain command only, as under --flush interval.
+		Storage: storage.Options{Flush: storage.FlushInterval, FlushInterval: time.Hour},
 	}
 	e.m = newManager(cfg, nil, func(id int32) requester { return fakeBroker{id: id, calls: e.calls} })
+	e.m.openLog = e.disk.openLog
 	e.m.start = func(context.Context, *worker) {} // the story plays each worker's loop
 	return e
 }
@@ -249,6 +257,22 @@ func (e *driverEnv) handle(t *testing.T, d *datadriven.TestData) string {
 		e.now = e.now.Add(dur)
 		for _, w := range e.workers() {
 			w.tick(e.now)
+		}
+	case "disk":
+		if d.HasArg("corrupt") {
+			e.disk.corrupt = true
+			break
+		}
+		var name string
+		d.ScanArgs(t, "fail", &name)
+		err, ok := diskErrors[name]
+		if !ok {
+			d.Fatalf(t, "fail=%q: want ENOSPC, EIO or none", name)
+		}
+		e.disk.fail, e.disk.failOpen = err, d.HasArg("open")
+	case "maintain":
+		for _, w := range e.workers() {
+			w.maintain()
 		}
 	case "status":
 		return e.status()
@@ -537,8 +561,9 @@ func (e *driverEnv) status() string {
 		b.WriteString("\n")
 	}
 	if b.Len() == 0 {
-		return "(none)\n"
+		b.WriteString("(none)\n")
 	}
+	fmt.Fprintf(&b, "ready=%t\n", e.m.Ready())
 	return b.String()
 }
 

@@ -71,8 +71,12 @@ type Partition struct {
 	hwEpoch                       int32 // the leader epoch hw was answered in
 
 	attempts int
-	wakeAt   time.Time
-	lastErr  error
+	// storageFails counts storage failures since storage last carried out
+	// an action: the backoff of StateStorageBackoff grows with it, and a
+	// reconciliation that succeeds between two failures does not reset it.
+	storageFails int
+	wakeAt       time.Time
+	lastErr      error
 
 	out Ready // actions, events and the metadata hint not yet handed out
 }
@@ -129,9 +133,12 @@ func (p *Partition) Step(now time.Time, m Msg) error {
 	case ActionFailed:
 		// The Ready is abandoned; whatever was done is visible in the log.
 		p.out = Ready{}
-		if m.Corrupt {
+		switch {
+		case m.Corrupt:
 			p.fail(now, Retry, kerr.CorruptMessage)
-		} else {
+		case m.Transient:
+			p.storageFail(now, m.Err)
+		default:
 			p.stop(m.Err)
 		}
 	case Tick:
@@ -141,6 +148,16 @@ func (p *Partition) Step(now time.Time, m Msg) error {
 		case p.state == StateFenced && !now.Before(p.wakeAt):
 			p.wakeAt = time.Time{}
 			p.startReconcile(CauseEpochReply, -1)
+		case p.state == StateStorageBackoff && !now.Before(p.wakeAt):
+			// The driver has reopened the log: start over from it as it
+			// now is, as for a new leader epoch.
+			p.wakeAt, p.lastErr = time.Time{}, nil
+			if p.leader < 0 {
+				p.state = StateNoLeader
+				p.out.RefreshMetadata = true
+			} else {
+				p.startReconcile(CauseEpochReply, -1)
+			}
 		}
 	case Stop:
 		p.stop(nil)
@@ -149,6 +166,17 @@ func (p *Partition) Step(now time.Time, m Msg) error {
 }
 
 func (p *Partition) onLeaderChange(m LeaderChange) {
+	if p.state == StateStorageBackoff {
+		// Noted, not acted on: the log is being reopened. The
+		// reconciliation with this leader starts when the backoff ends.
+		if m.LeaderEpoch > p.epoch || m.LeaderEpoch == p.epoch || (m.LeaderEpoch < 0 && m.Leader != p.leader) {
+			if m.LeaderEpoch != p.epoch {
+				p.gapPos = -1 // a new leader may hold history the old one had deleted
+			}
+			p.epoch, p.leader = m.LeaderEpoch, m.Leader
+		}
+		return
+	}
 	if m.LeaderEpoch < 0 && m.Leader >= 0 && m.Leader != p.leader {
 		// Metadata without a leader epoch (a broker before Metadata v7, or
 		// one that does not report epochs) naming another broker. Every
@@ -323,6 +351,16 @@ func (p *Partition) fail(now time.Time, r Reaction, err error) {
 	}
 }
 
+// storageFail waits in StateStorageBackoff after a storage failure that
+// may clear on its own (ActionFailed.Transient).
+func (p *Partition) storageFail(now time.Time, err error) {
+	p.inflight = nil
+	p.lastErr = err
+	p.storageFails++
+	p.state = StateStorageBackoff
+	p.wakeAt = now.Add(p.cfg.Backoff.Delay(p.storageFails, jitterFor(p.cfg.JitterSeed, p.storageFails)))
+}
+
 func (p *Partition) stop(err error) {
 	p.state = StateStopped
 	p.inflight = nil
@@ -383,6 +421,9 @@ func (p *Partition) request(id uint64) Request {
 // Advance confirms that rd, the last Ready, was carried out: its actions are
 // durable, its events delivered and its request sent.
 func (p *Partition) Advance(rd Ready) {
+	if len(rd.Actions) > 0 {
+		p.storageFails = 0 // storage carried them out
+	}
 	p.out.Actions = p.out.Actions[min(len(rd.Actions), len(p.out.Actions)):]
 	p.out.Events = p.out.Events[min(len(rd.Events), len(p.out.Events)):]
 	if rd.RefreshMetadata {
@@ -405,7 +446,7 @@ func (p *Partition) Advance(rd Ready) {
 
 // NextWake returns when the partition wants a Tick (zero: no timer needed).
 func (p *Partition) NextWake() time.Time {
-	if p.state == StateBackoff || p.state == StateFenced {
+	if p.state == StateBackoff || p.state == StateFenced || p.state == StateStorageBackoff {
 		return p.wakeAt
 	}
 	return time.Time{}
@@ -433,6 +474,7 @@ func (p *Partition) Status() Status {
 		HighestHighWatermark: p.highestHW,
 		LeaderLogStartOffset: p.leaderLogStart,
 		Attempts:             p.attempts,
+		StorageFailures:      p.storageFails,
 		WakeAt:               p.NextWake(),
 		LastError:            p.lastErr,
 	}

@@ -32,10 +32,12 @@ type Partition struct {
 }
 
 // States are the values of the state label of kfollower_partition_state,
-// the follower's states plus "failed" (the local log could not be opened).
-// One series per state is exported for each partition (the state-set
-// pattern), so a query never depends on which states have been seen.
-var States = []string{"no-leader", "reconciling", "fetching", "out-of-range", "backoff", "fenced", "stopped", "failed"}
+// the follower's states plus "failed" (the local log could not be opened,
+// or its topic was recreated). One series per state is exported for each
+// partition (the state-set pattern), so a query never depends on which
+// states have been seen. "stopped", "failed" and "storage-backoff" copy
+// nothing until something is repaired, and make kfollower_ready 0.
+var States = []string{"no-leader", "reconciling", "fetching", "out-of-range", "backoff", "fenced", "storage-backoff", "stopped", "failed"}
 
 // Options are what the scrape-time collector reads.
 type Options struct {

@@ -74,6 +74,7 @@ kfollower_partition_state{partition="0",state="no-leader",topic="t"} 0
 kfollower_partition_state{partition="0",state="out-of-range",topic="t"} 0
 kfollower_partition_state{partition="0",state="reconciling",topic="t"} 0
 kfollower_partition_state{partition="0",state="stopped",topic="t"} 0
+kfollower_partition_state{partition="0",state="storage-backoff",topic="t"} 0
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "kfollower_partition_lag_records", "kfollower_partition_log_end_offset", "kfollower_partition_state"); err != nil {
 		t.Fatal(err)
