@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -48,6 +50,8 @@ import (
 //	                                   one too), until fail=none
 //	disk corrupt                       the next save to lost+found finds a corrupt batch in our log
 //	maintain                           every worker's retention and flush run (Flush: interval)
+//	corrupt T-P offset=N               flip a byte of the batch at base offset N in T-P's first
+//	                                   segment, on disk (the real log, not the double)
 //	status                             every partition's published status, and /readyz's answer
 //	shutdown                           end the run: every log must be closed
 //
@@ -270,6 +274,8 @@ func (e *driverEnv) handle(t *testing.T, d *datadriven.TestData) string {
 			d.Fatalf(t, "fail=%q: want ENOSPC, EIO or none", name)
 		}
 		e.disk.fail, e.disk.failOpen = err, d.HasArg("open")
+	case "corrupt":
+		e.corrupt(t, d)
 	case "maintain":
 		for _, w := range e.workers() {
 			w.maintain()
@@ -544,6 +550,40 @@ func (e *driverEnv) shutdown(t *testing.T) {
 	}
 }
 
+// corrupt flips the last byte of one batch of a partition's first segment,
+// which its CRC covers: storage reads it back as a corrupt batch of our own.
+func (e *driverEnv) corrupt(t *testing.T, d *datadriven.TestData) {
+	var offset int64
+	d.ScanArgs(t, "offset", &offset)
+	name := d.CmdArgs[0].Key
+	path := filepath.Join(e.m.cfg.DataDir, name, "00000000000000000000.log")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		d.Fatalf(t, "%v", err)
+	}
+	for pos := 0; pos+batch.HeaderSize <= len(b); {
+		h, err := batch.ParseHeader(b[pos:])
+		if err != nil {
+			d.Fatalf(t, "%s at byte %d: %v", path, pos, err)
+		}
+		end := pos + h.Size()
+		if h.BaseOffset != offset {
+			pos = end
+			continue
+		}
+		f, err := os.OpenFile(path, os.O_WRONLY, 0)
+		if err == nil {
+			_, err = f.WriteAt([]byte{b[end-1] ^ 0xff}, int64(end-1))
+			err = errors.Join(err, f.Close())
+		}
+		if err != nil {
+			d.Fatalf(t, "%v", err)
+		}
+		return
+	}
+	d.Fatalf(t, "%s holds no batch at base offset %d", path, offset)
+}
+
 func (e *driverEnv) status() string {
 	var b strings.Builder
 	for _, s := range e.m.Statuses() {
@@ -556,7 +596,8 @@ func (e *driverEnv) status() string {
 			fmt.Fprintf(&b, " stale=%d", s.StaleReplies)
 		}
 		if s.Error != "" {
-			fmt.Fprintf(&b, " error=%q", s.Error)
+			// Paths are printed from the data dir, a temporary one.
+			fmt.Fprintf(&b, " error=%q", strings.ReplaceAll(s.Error, e.m.cfg.DataDir+string(filepath.Separator), ""))
 		}
 		b.WriteString("\n")
 	}
