@@ -169,7 +169,7 @@ func (p *Partition) onLeaderChange(m LeaderChange) {
 	if p.state == StateStorageBackoff {
 		// Noted, not acted on: the log is being reopened. The
 		// reconciliation with this leader starts when the backoff ends.
-		if m.LeaderEpoch > p.epoch || m.LeaderEpoch == p.epoch || (m.LeaderEpoch < 0 && m.Leader != p.leader) {
+		if m.LeaderEpoch >= p.epoch || (m.LeaderEpoch < 0 && m.Leader != p.leader) {
 			if m.LeaderEpoch != p.epoch {
 				p.gapPos = -1 // a new leader may hold history the old one had deleted
 			}
