@@ -43,3 +43,4 @@ demo:
 # integration/compose/run. Not part of `make test`.
 test-compose:
 	integration/compose/run
+test-rules: ; deploy/test-rules  # the example alerts under promtool (deploy/kfollower-rules.test.yml); root installs promtool

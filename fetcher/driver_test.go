@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -44,7 +46,13 @@ import (
 //	    OffsetsForLeaderEpoch: [error=NAME] epoch=N end=N
 //	    ListOffsets:           [error=NAME] start=N end=N
 //	tick advance=DURATION              move the clock and step Tick everywhere
-//	status                             every partition's published status
+//	disk fail=ENOSPC|EIO|none [open]   from now on every write to a log fails so (open: opening
+//	                                   one too), until fail=none
+//	disk corrupt                       the next save to lost+found finds a corrupt batch in our log
+//	maintain                           every worker's retention and flush run (Flush: interval)
+//	corrupt T-P offset=N               flip a byte of the batch at base offset N in T-P's first
+//	                                   segment, on disk (the real log, not the double)
+//	status                             every partition's published status, and /readyz's answer
 //	shutdown                           end the run: every log must be closed
 //
 // After every command but status, the story runs the Manager and the
@@ -97,6 +105,7 @@ func (b fakeBroker) Request(ctx context.Context, req kmsg.Request) (kmsg.Respons
 
 type driverEnv struct {
 	m      *Manager
+	disk   *disk
 	ctx    context.Context
 	cancel context.CancelFunc
 	now    time.Time
@@ -115,7 +124,7 @@ type driverEnv struct {
 type passLine struct{ tp, line string }
 
 func newDriverEnv(t *testing.T) *driverEnv {
-	e := &driverEnv{now: driverBase, calls: make(chan call, 4), inAir: map[int32]call{}}
+	e := &driverEnv{now: driverBase, calls: make(chan call, 4), inAir: map[int32]call{}, disk: &disk{}}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	cfg := Config{
 		DataDir:   t.TempDir(),
@@ -124,8 +133,11 @@ func newDriverEnv(t *testing.T) *driverEnv {
 		Logger:    slog.New(slog.DiscardHandler),
 		Now:       func() time.Time { return e.now },
 		Observers: []Observer{e},
+		// Flushed by the maintain command only, as under --flush interval.
+		Storage: storage.Options{Flush: storage.FlushInterval, FlushInterval: time.Hour},
 	}
 	e.m = newManager(cfg, nil, func(id int32) requester { return fakeBroker{id: id, calls: e.calls} })
+	e.m.openLog = e.disk.openLog
 	e.m.start = func(context.Context, *worker) {} // the story plays each worker's loop
 	return e
 }
@@ -137,6 +149,8 @@ func (e *driverEnv) close() {
 }
 
 // The story is the Manager's observer: it prints what it is told.
+
+func (e *driverEnv) Followed(topic string) { e.printf("run: following topic %s\n", topic) }
 
 func (e *driverEnv) RequestDone(s RequestStats) {
 	e.printf("broker %d answered %s for %d partitions", s.Broker, s.Key.Name(), s.Partitions)
@@ -247,6 +261,24 @@ func (e *driverEnv) handle(t *testing.T, d *datadriven.TestData) string {
 		e.now = e.now.Add(dur)
 		for _, w := range e.workers() {
 			w.tick(e.now)
+		}
+	case "disk":
+		if d.HasArg("corrupt") {
+			e.disk.corrupt = true
+			break
+		}
+		var name string
+		d.ScanArgs(t, "fail", &name)
+		err, ok := diskErrors[name]
+		if !ok {
+			d.Fatalf(t, "fail=%q: want ENOSPC, EIO or none", name)
+		}
+		e.disk.fail, e.disk.failOpen = err, d.HasArg("open")
+	case "corrupt":
+		e.corrupt(t, d)
+	case "maintain":
+		for _, w := range e.workers() {
+			w.maintain()
 		}
 	case "status":
 		return e.status()
@@ -518,6 +550,40 @@ func (e *driverEnv) shutdown(t *testing.T) {
 	}
 }
 
+// corrupt flips the last byte of one batch of a partition's first segment,
+// which its CRC covers: storage reads it back as a corrupt batch of our own.
+func (e *driverEnv) corrupt(t *testing.T, d *datadriven.TestData) {
+	var offset int64
+	d.ScanArgs(t, "offset", &offset)
+	name := d.CmdArgs[0].Key
+	path := filepath.Join(e.m.cfg.DataDir, name, "00000000000000000000.log")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		d.Fatalf(t, "%v", err)
+	}
+	for pos := 0; pos+batch.HeaderSize <= len(b); {
+		h, err := batch.ParseHeader(b[pos:])
+		if err != nil {
+			d.Fatalf(t, "%s at byte %d: %v", path, pos, err)
+		}
+		end := pos + h.Size()
+		if h.BaseOffset != offset {
+			pos = end
+			continue
+		}
+		f, err := os.OpenFile(path, os.O_WRONLY, 0)
+		if err == nil {
+			_, err = f.WriteAt([]byte{b[end-1] ^ 0xff}, int64(end-1))
+			err = errors.Join(err, f.Close())
+		}
+		if err != nil {
+			d.Fatalf(t, "%v", err)
+		}
+		return
+	}
+	d.Fatalf(t, "%s holds no batch at base offset %d", path, offset)
+}
+
 func (e *driverEnv) status() string {
 	var b strings.Builder
 	for _, s := range e.m.Statuses() {
@@ -530,13 +596,15 @@ func (e *driverEnv) status() string {
 			fmt.Fprintf(&b, " stale=%d", s.StaleReplies)
 		}
 		if s.Error != "" {
-			fmt.Fprintf(&b, " error=%q", s.Error)
+			// Paths are printed from the data dir, a temporary one.
+			fmt.Fprintf(&b, " error=%q", strings.ReplaceAll(s.Error, e.m.cfg.DataDir+string(filepath.Separator), ""))
 		}
 		b.WriteString("\n")
 	}
 	if b.Len() == 0 {
-		return "(none)\n"
+		b.WriteString("(none)\n")
 	}
+	fmt.Fprintf(&b, "ready=%t\n", e.m.Ready())
 	return b.String()
 }
 

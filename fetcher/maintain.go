@@ -3,6 +3,7 @@ package fetcher
 import (
 	"time"
 
+	"github.com/kfollower/kfollower/follower"
 	"github.com/kfollower/kfollower/storage"
 	"github.com/kfollower/kfollower/wire"
 )
@@ -26,6 +27,9 @@ func (w *worker) maintain() {
 	flush := cfg.Storage.Flush == storage.FlushInterval
 	retain := cfg.Storage.RetentionBytes > 0 || cfg.Storage.RetentionAge > 0
 	for _, p := range w.parts {
+		if p.sm.State() == follower.StateStorageBackoff {
+			continue // its log is reopened when the backoff ends
+		}
 		st := MaintenanceStats{TP: p.tp}
 		if retain {
 			before := p.log.Size()
@@ -52,6 +56,12 @@ func (w *worker) maintain() {
 			}
 		}
 		cfg.observe().Maintained(st)
+		if st.Err != nil && transientStorageError(st.Err) {
+			// The log now refuses every call until it is reopened: wait
+			// for that in storage-backoff rather than fail the next
+			// append, which may be long in coming on an idle partition.
+			p.actionFailed(cfg, cfg.Now(), st.Err)
+		}
 		w.m.publish(p)
 	}
 }

@@ -35,6 +35,10 @@ type Manager struct {
 	broker func(id int32) requester
 	// start runs a new worker's goroutine; tests drive workers themselves.
 	start func(ctx context.Context, w *worker)
+	// openLog opens a partition's log with the options Config.Storage
+	// gives (storage.Open); tests wrap the log in a failing double. Called
+	// by Run and, to reopen a log after a storage failure, by workers.
+	openLog func(dataDir, topic string, partition int32, opts storage.Options) (partLog, error)
 
 	// Owned by Run.
 	workers  map[int32]*worker             // by broker id: those leading a partition of ours
@@ -85,10 +89,13 @@ func New(cfg Config) (*Manager, error) {
 func newManager(cfg Config, seed requester, broker func(int32) requester) *Manager {
 	cfg.withDefaults()
 	return &Manager{
-		cfg:        cfg,
-		seed:       seed,
-		broker:     broker,
-		start:      func(ctx context.Context, w *worker) { go w.run(ctx) },
+		cfg:    cfg,
+		seed:   seed,
+		broker: broker,
+		start:  func(ctx context.Context, w *worker) { go w.run(ctx) },
+		openLog: func(dataDir, topic string, partition int32, opts storage.Options) (partLog, error) {
+			return storage.Open(dataDir, topic, partition, opts)
+		},
 		workers:    map[int32]*worker{},
 		owned:      map[int32]int{},
 		owner:      map[wire.TopicPartition]int32{},
@@ -226,7 +233,8 @@ func (m *Manager) placeAll(wctx context.Context, resp *kmsg.MetadataResponse, fr
 		if m.retired[topic] {
 			continue
 		}
-		if old, ok := m.knownID(topic); ok && old != t.TopicID {
+		old, known := m.knownID(topic)
+		if known && old != t.TopicID {
 			// The topic was deleted and created again under the same name:
 			// its offsets start over and its data is another topic's.
 			// Following on would report the new topic as loss of the old
@@ -242,6 +250,9 @@ func (m *Manager) placeAll(wctx context.Context, resp *kmsg.MetadataResponse, fr
 		m.mu.Lock()
 		m.ids[topic] = t.TopicID
 		m.mu.Unlock()
+		if !known {
+			m.cfg.observe().Followed(topic)
+		}
 		for _, pm := range t.Partitions {
 			tp := wire.TopicPartition{Topic: topic, Partition: pm.Partition}
 			leader, epoch := pm.Leader, pm.LeaderEpoch
@@ -368,9 +379,15 @@ func (m *Manager) place(wctx context.Context, tp wire.TopicPartition, id wire.To
 	default:
 		var err error
 		if p, err = m.open(tp, id); err != nil {
+			m.setStatus(tp, Status{Topic: tp.Topic, Partition: tp.Partition, State: "failed", Error: err.Error()})
+			if transientStorageError(err) {
+				// A full or failing disk may recover: the next Metadata
+				// tries again.
+				m.cfg.Logger.Warn("cannot open the local log; retrying with the next metadata", "partition", tp.String(), "err", err)
+				return
+			}
 			m.failed[tp] = err.Error()
 			m.cfg.Logger.Error("cannot follow partition", "partition", tp.String(), "err", err)
-			m.setStatus(tp, Status{Topic: tp.Topic, Partition: tp.Partition, State: "failed", Error: err.Error()})
 			return
 		}
 	}
@@ -448,22 +465,50 @@ func (m *Manager) takeHandbacks(wctx context.Context) {
 }
 
 func (m *Manager) open(tp wire.TopicPartition, id wire.TopicID) (*part, error) {
-	opts := m.cfg.Storage
-	opts.TopicID = storage.TopicID(id)
-	opts.Logger = m.cfg.Logger.With("partition", tp.String())
-	l, err := storage.Open(m.cfg.DataDir, tp.Topic, tp.Partition, opts)
+	l, err := m.openPartLog(tp, id)
 	if err != nil {
-		return nil, fmt.Errorf("opening the local log of %s: %w", tp, err)
+		return nil, err
 	}
 	h := fnv.New64a()
 	h.Write([]byte(tp.String()))
-	sm := follower.NewPartition(follower.Config{
+	p := &part{tp: tp, id: id, log: l}
+	p.sm = follower.NewPartition(follower.Config{
 		Topic: tp.Topic, Partition: tp.Partition,
 		DiscardOnGap: m.cfg.DiscardOnGap, Backoff: m.cfg.Backoff, JitterSeed: h.Sum64(),
-	}, l)
+	}, liveLog{p})
 	m.cfg.Logger.Info("following partition", "partition", tp.String(),
 		"log_start", l.LogStartOffset(), "log_end", l.LogEndOffset())
-	return &part{tp: tp, sm: sm, log: l}, nil
+	return p, nil
+}
+
+func (m *Manager) openPartLog(tp wire.TopicPartition, id wire.TopicID) (partLog, error) {
+	opts := m.cfg.Storage
+	opts.TopicID = storage.TopicID(id)
+	opts.Logger = m.cfg.Logger.With("partition", tp.String())
+	l, err := m.openLog(m.cfg.DataDir, tp.Topic, tp.Partition, opts)
+	if err != nil {
+		return nil, fmt.Errorf("opening the local log of %s: %w", tp, err)
+	}
+	return l, nil
+}
+
+// reopen closes p's log and opens it again, after a storage failure: the
+// log refuses every call after a failed write or fsync, and Open's
+// recovery repairs what the failure left (a torn tail, an unfinished
+// truncation; storage/doc.go). If Open fails, p keeps the closed log,
+// whose offsets still answer for status. It runs on p's owner.
+func (m *Manager) reopen(p *part) error {
+	if err := p.log.Close(); err != nil {
+		m.cfg.Logger.Debug("closing a failed log", "partition", p.tp.String(), "err", err)
+	}
+	l, err := m.openPartLog(p.tp, p.id)
+	if err != nil {
+		return err
+	}
+	p.log = l
+	m.cfg.Logger.Info("reopened the local log after a storage failure", "partition", p.tp.String(),
+		"log_start", l.LogStartOffset(), "log_end", l.LogEndOffset())
+	return nil
 }
 
 func (m *Manager) topicIDs() map[string]wire.TopicID {

@@ -14,6 +14,11 @@ import (
 // for them, so they must not block for long. Embed NopObserver to
 // implement only some of them.
 type Observer interface {
+	// Followed: Metadata named a topic that Config.Follow selects, for the
+	// first time since start. An observer creates the topic's counters
+	// here, at zero, so that an alert on increase() sees their first rise
+	// (docs/design.md §8).
+	Followed(topic string)
 	// RequestDone: one batched request to a leader broker got its
 	// response, or failed.
 	RequestDone(RequestStats)
@@ -39,6 +44,7 @@ type Observer interface {
 // NopObserver observes nothing.
 type NopObserver struct{}
 
+func (NopObserver) Followed(string)                                                                 {}
 func (NopObserver) RequestDone(RequestStats)                                                        {}
 func (NopObserver) Appended(int32, wire.TopicPartition, int64, int64)                               {}
 func (NopObserver) Event(follower.Event)                                                            {}
@@ -48,6 +54,12 @@ func (NopObserver) Maintained(MaintenanceStats)                                 
 
 // observers tells each of Config.Observers everything, in order.
 type observers []Observer
+
+func (obs observers) Followed(topic string) {
+	for _, o := range obs {
+		o.Followed(topic)
+	}
+}
 
 func (obs observers) RequestDone(s RequestStats) {
 	for _, o := range obs {

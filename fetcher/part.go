@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"syscall"
 	"time"
 
 	"github.com/kfollower/kfollower/follower"
@@ -13,13 +14,34 @@ import (
 	"github.com/kfollower/kfollower/wire/batch"
 )
 
+// partLog is what the driver does with a partition's local log: the
+// *storage.Log Manager.open opened, or in tests a double over one that
+// fails as a full or failing disk does.
+type partLog interface {
+	follower.LocalLog
+	Append(raw []byte) error
+	SaveLost(from int64) (storage.Lost, error)
+	TruncateTo(offset int64) error
+	TruncateFullyAndStartAt(offset int64) error
+	EnforceRetention() (int, error)
+	Flush() error
+	DurableEnd() int64
+	Size() int64
+	Segments() []int64
+	Close() error
+}
+
 // part is one followed partition: its state machine and its log. It is
 // owned by exactly one goroutine at a time (the Manager while it has no
 // leader's worker, else that worker) and moves between them by hand-off.
 type part struct {
-	tp  wire.TopicPartition
-	sm  *follower.Partition
-	log *storage.Log
+	tp wire.TopicPartition
+	id wire.TopicID // to reopen the log
+	sm *follower.Partition
+	// log is the partition's log; the state machine reads it through
+	// liveLog, so a log reopened after a storage failure replaces it for
+	// both.
+	log partLog
 	// pending is the request the state machine handed out and the worker
 	// has not sent yet.
 	pending follower.Request
@@ -35,6 +57,14 @@ type part struct {
 	// Status.StaleReplies.
 	staleReplies int64
 }
+
+// liveLog is the state machine's view of whichever log p holds.
+type liveLog struct{ p *part }
+
+func (l liveLog) LogStartOffset() int64                    { return l.p.log.LogStartOffset() }
+func (l liveLog) LogEndOffset() int64                      { return l.p.log.LogEndOffset() }
+func (l liveLog) LatestEpoch() (int32, bool)               { return l.p.log.LatestEpoch() }
+func (l liveLog) EndOffsetForEpoch(e int32) (int32, int64) { return l.p.log.EndOffsetForEpoch(e) }
 
 // fetchedBatches is wire's account of the batches of fetch reply id.
 type fetchedBatches struct {
@@ -75,10 +105,7 @@ func (p *part) process(cfg *Config, now time.Time) (appendedBytes, appendedRecor
 			p.report(cfg, e, nil)
 		}
 		if err != nil {
-			var be *batch.Error
-			corrupt := errors.As(err, &be)
-			cfg.Logger.Warn("storage action failed", "partition", p.tp.String(), "corrupt", corrupt, "err", err)
-			p.step(now, follower.ActionFailed{Corrupt: corrupt, Err: err})
+			p.actionFailed(cfg, now, err)
 			continue
 		}
 		for _, e := range rd.Events {
@@ -91,6 +118,69 @@ func (p *part) process(cfg *Config, now time.Time) (appendedBytes, appendedRecor
 		p.sm.Advance(rd)
 	}
 	return appendedBytes, appendedRecords, refresh
+}
+
+// actionFailed logs a failed storage action and steps it into the state
+// machine, classified (see storageFailure).
+func (p *part) actionFailed(cfg *Config, now time.Time, err error) {
+	f := storageFailure(err)
+	switch {
+	case f.Corrupt:
+		cfg.Logger.Warn("fetched batch failed validation; fetching again after a backoff", "partition", p.tp.String(), "err", err)
+	case f.Transient:
+		cfg.Logger.Warn("storage failed; reopening the log and retrying after a backoff", "partition", p.tp.String(), "err", err)
+	default:
+		cfg.Logger.Error("storage failed; partition stopped", "partition", p.tp.String(), "err", err)
+	}
+	p.step(now, f)
+}
+
+// storageFailure classifies a storage error for the state machine
+// (follower.ActionFailed):
+//
+//   - a *storage.CorruptionError is a bad batch in our own files (found
+//     while saving a range to lost+found, or reading): stop, with the error,
+//     which names the file, byte position and offset. It is never repaired
+//     silently (storage/doc.go): ours may be the only copy left.
+//   - a *batch.Error otherwise is a fetched batch that failed validation:
+//     Corrupt, fetched again after a backoff as Kafka does.
+//   - no space left (ENOSPC, EDQUOT) or an I/O error (EIO) on a write or
+//     fsync: Transient. The disk may be freed or recover; storage refuses
+//     the log after such a failure until it is reopened, and reopening
+//     repairs what the failure left (storage/doc.go, Recovery).
+//   - anything else (permissions, a read-only file system, our own
+//     invariants): stop; retrying cannot help and the error says why.
+func storageFailure(err error) follower.ActionFailed {
+	var ce *storage.CorruptionError
+	var be *batch.Error
+	switch {
+	case errors.As(err, &ce):
+		return follower.ActionFailed{Err: err}
+	case errors.As(err, &be):
+		return follower.ActionFailed{Corrupt: true, Err: err}
+	case transientStorageError(err):
+		return follower.ActionFailed{Transient: true, Err: err}
+	}
+	return follower.ActionFailed{Err: err}
+}
+
+// transientStorageError reports a storage error that may clear on its own:
+// a full disk or quota, or an I/O error.
+func transientStorageError(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) || errors.Is(err, syscall.EIO)
+}
+
+// tick steps Tick into p once its backoff is over. A partition waiting on
+// its storage gets its log reopened first (storage refuses a log after a
+// failed write until then); if that fails too it waits again, longer.
+func (p *part) tick(m *Manager, now time.Time) {
+	if p.sm.State() == follower.StateStorageBackoff && !now.Before(p.sm.NextWake()) {
+		if err := m.reopen(p); err != nil {
+			p.actionFailed(&m.cfg, now, err)
+			return
+		}
+	}
+	p.step(now, follower.Tick{})
 }
 
 // applied is what a Ready's storage actions did.

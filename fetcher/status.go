@@ -79,7 +79,11 @@ func (m *Manager) Statuses() []Status {
 }
 
 // Ready reports whether metadata has been read and every followed partition
-// has been reconciled with its leader at least once.
+// has been reconciled with its leader at least once and still follows it: a
+// partition stopped (corruption in its log, an error no retry clears),
+// failed (its log could not be opened, its topic was recreated) or waiting
+// on its storage (a full disk, an I/O error) makes kfollower not ready
+// until it recovers.
 func (m *Manager) Ready() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -87,9 +91,19 @@ func (m *Manager) Ready() bool {
 		return false
 	}
 	for _, s := range m.statuses {
-		if !s.Reconciled {
+		if !s.Reconciled || halted(s.State) {
 			return false
 		}
 	}
 	return true
+}
+
+// halted reports a state in which a partition copies nothing until it, or
+// an operator, repairs something.
+func halted(state string) bool {
+	switch state {
+	case follower.StateStopped.String(), follower.StateStorageBackoff.String(), "failed":
+		return true
+	}
+	return false
 }

@@ -153,7 +153,7 @@ func (w *worker) land() {
 // tick steps Tick into every partition, for those whose backoff is over.
 func (w *worker) tick(now time.Time) {
 	for _, p := range w.parts {
-		p.step(now, follower.Tick{})
+		p.tick(w.m, now)
 	}
 }
 

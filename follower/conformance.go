@@ -63,3 +63,17 @@ func (p *Partition) conform(c Check, evidence string) {
 		Topic: p.cfg.Topic, Partition: p.cfg.Partition, Check: c, LeaderEpoch: p.epoch, Evidence: evidence,
 	})
 }
+
+// checkDiverging checks a Fetch reply's DivergingEpoch against the fetch f
+// it answers. The leader computes it as endOffsetFor(LastFetchedEpoch),
+// which never names an epoch above the one asked, and sends it only when
+// its epoch is below LastFetchedEpoch or its end below the fetch offset
+// (Partition.readRecords, docs/kafka.md §5.1); any other answer diverges
+// from nothing (CheckDivergingWithoutDivergence).
+func (p *Partition) checkDiverging(f *Fetch, a EpochEndOffset) {
+	if a.Epoch > f.LastFetchedEpoch || (a.Epoch == f.LastFetchedEpoch && a.EndOffset >= f.Offset) {
+		p.conform(CheckDivergingWithoutDivergence, fmt.Sprintf(
+			"fetched offset %d with last fetched epoch %d and current leader epoch %d, leader %d answered DivergingEpoch (%d, %d)",
+			f.Offset, f.LastFetchedEpoch, f.CurrentLeaderEpoch, f.Leader, a.Epoch, a.EndOffset))
+	}
+}

@@ -27,8 +27,8 @@ import (
 //	init [topic=T] [partition=N] [start=N] leo=N [discard-on-gap] [seed=N]
 //	  EPOCH START        (input lines: the leader-epoch cache)
 //	leader id=N epoch=N
-//	reply-epoch [id=N] epoch=E end=O [error=NAME] [storage-error]
-//	reply-fetch [id=N] [error=NAME] [hw=N] [log-start=N] [diverging=E@O] [records=ExN,...] [corrupt]
+//	reply-epoch [id=N] epoch=E end=O [error=NAME] [storage-error|storage-transient]
+//	reply-fetch [id=N] [error=NAME] [hw=N] [log-start=N] [diverging=E@O] [records=ExN,...] [corrupt|storage-transient]
 //	reply-offsets [id=N] [start=N] [end=N] [error=NAME]
 //	fail [id=N] [error=NAME|text]
 //	tick [advance=DURATION]
@@ -186,8 +186,10 @@ func (e *storyEnv) handle(t *testing.T, d *datadriven.TestData) string {
 
 // drive plays the driver until the partition has nothing ready.
 func (e *storyEnv) drive(t *testing.T, d *datadriven.TestData, out *strings.Builder) {
-	corrupt := d.HasArg("corrupt")          // the next Append fails validation
-	storageErr := d.HasArg("storage-error") // the next action fails for good
+	corrupt := d.HasArg("corrupt")             // the next Append fails validation
+	storageErr := d.HasArg("storage-error")    // the next action fails for good
+	transient := d.HasArg("storage-transient") // the next action fails, and may not next time
+	storageErr = storageErr || transient
 	quiet := true
 	for i := 0; e.p.HasReady(); i++ {
 		if i > 20 {
@@ -202,7 +204,10 @@ func (e *storyEnv) drive(t *testing.T, d *datadriven.TestData, out *strings.Buil
 		var failed error
 		for _, a := range rd.Actions {
 			if storageErr {
-				failed = errors.New("fsync: input/output error")
+				failed = errors.New("corrupt record batch in 00000000000000000000.log at byte 4096 (offset 12)")
+				if transient {
+					failed = errors.New("write 00000000000000000000.log: no space left on device")
+				}
 				break
 			}
 			switch a := a.(type) {
@@ -232,7 +237,7 @@ func (e *storyEnv) drive(t *testing.T, d *datadriven.TestData, out *strings.Buil
 		}
 		if failed != nil {
 			fmt.Fprintf(out, "driver: action failed: %v\n", failed)
-			if err := e.p.Step(e.now, ActionFailed{Corrupt: !storageErr, Err: failed}); err != nil {
+			if err := e.p.Step(e.now, ActionFailed{Corrupt: !storageErr && !transient, Transient: transient, Err: failed}); err != nil {
 				fmt.Fprintf(out, "step: %v\n", err)
 			}
 			continue

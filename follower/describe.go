@@ -100,6 +100,9 @@ func (s Status) String() string {
 	if s.State == StateBackoff {
 		fmt.Fprintf(&b, " resume=%s wake=%s", s.Resume, s.WakeAt.UTC().Format("15:04:05.000"))
 	}
+	if s.State == StateStorageBackoff {
+		fmt.Fprintf(&b, " wake=%s storage-failures=%d", s.WakeAt.UTC().Format("15:04:05.000"), s.StorageFailures)
+	}
 	fmt.Fprintf(&b, " leader=%d leader-epoch=%d fetch-offset=%d leo=%d hw=%d highest-hw=%d leader-log-start=%d attempts=%d",
 		s.Leader, s.LeaderEpoch, s.FetchOffset, s.LogEndOffset, s.HighWatermark, s.HighestHighWatermark,
 		s.LeaderLogStartOffset, s.Attempts)

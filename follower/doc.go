@@ -46,13 +46,16 @@
 //     It names the leader epoch the Fetch was fenced with, against which
 //     the batches' own epochs are checked (CheckBatchEpochAboveLeader).
 //     If an action fails, do not call Advance; step ActionFailed instead
-//     (Corrupt for a batch that fails validation).
+//     (Corrupt for a batch that fails validation, Transient for a storage
+//     failure that may clear on its own, such as a full disk).
 //  3. Send the Request to Request's Leader and step its reply with the same
 //     ID. A reply whose ID is not the one in flight is stale and Step
 //     returns ErrStale; discard it. Replies for several partitions of one
 //     broker are stepped one partition at a time.
 //  4. Do not call Step between Ready and Advance.
-//  5. Step Tick when NextWake has passed (after a backoff).
+//  5. Step Tick when NextWake has passed (after a backoff). In
+//     StateStorageBackoff, first make the log usable again (reopen it); if
+//     that fails, step ActionFailed{Transient} instead, which waits longer.
 //
 // # Protocol decisions
 //

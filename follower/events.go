@@ -35,6 +35,12 @@ func (c Cause) String() string {
 	return "cause(?)"
 }
 
+// Causes lists every Cause, for metrics: a counter labelled by cause is
+// created at zero for each.
+func Causes() []Cause {
+	return []Cause{CauseEpochReply, CauseDivergingEpoch, CauseOutOfRangeHigh}
+}
+
 // TruncationEvent reports committed data the cluster lost. kfollower holds
 // only data that was at or below a leader's high watermark, so every offset
 // in [From, To) was committed and the current leader does not have it. The
@@ -114,14 +120,23 @@ const (
 	// leader's current epoch. A leader records its epoch when elected
 	// (Partition.makeLeader), so it always has an answer there.
 	CheckUndefinedAnswer
+	// CheckDivergingWithoutDivergence: a Fetch reply's DivergingEpoch
+	// names an epoch above the fetch's LastFetchedEpoch, or that epoch
+	// itself with an end at or past the fetch offset. The leader answers
+	// endOffsetFor(LastFetchedEpoch), never above it, and only when that
+	// epoch is lower or ends below the fetch offset
+	// (Partition.readRecords). Such an answer that cuts nothing is
+	// followed by a backoff before the next Fetch.
+	CheckDivergingWithoutDivergence
 )
 
 var checkNames = [...]string{
-	CheckEpochAnswer:            "epoch_answer_contradicts_log",
-	CheckMetadataEpochBackwards: "metadata_epoch_backwards",
-	CheckHighWatermarkBackwards: "high_watermark_backwards",
-	CheckBatchEpochAboveLeader:  "batch_epoch_above_leader_epoch",
-	CheckUndefinedAnswer:        "undefined_epoch_answer",
+	CheckEpochAnswer:                "epoch_answer_contradicts_log",
+	CheckMetadataEpochBackwards:     "metadata_epoch_backwards",
+	CheckHighWatermarkBackwards:     "high_watermark_backwards",
+	CheckBatchEpochAboveLeader:      "batch_epoch_above_leader_epoch",
+	CheckUndefinedAnswer:            "undefined_epoch_answer",
+	CheckDivergingWithoutDivergence: "diverging_epoch_without_divergence",
 }
 
 func (c Check) String() string {
@@ -133,7 +148,8 @@ func (c Check) String() string {
 
 // Checks lists every conformance check, for metrics.
 func Checks() []Check {
-	return []Check{CheckEpochAnswer, CheckMetadataEpochBackwards, CheckHighWatermarkBackwards, CheckBatchEpochAboveLeader, CheckUndefinedAnswer}
+	return []Check{CheckEpochAnswer, CheckMetadataEpochBackwards, CheckHighWatermarkBackwards, CheckBatchEpochAboveLeader, CheckUndefinedAnswer,
+		CheckDivergingWithoutDivergence}
 }
 
 // ConformanceEvent reports a failed conformance check with its evidence.

@@ -63,13 +63,30 @@ type RequestFailed struct {
 }
 
 // ActionFailed reports that the storage actions of the last Ready could not
-// all be carried out. The driver steps it instead of calling Advance; the
-// partition re-reads its log. Corrupt marks a fetched batch that failed
-// validation (CRC, framing): the fetch is retried after a backoff, as Kafka
-// does for CORRUPT_MESSAGE. Any other failure stops the partition.
+// all be carried out (the driver steps it instead of calling Advance), or
+// that the driver's own work on the log between Readies (a flush, local
+// retention, reopening it) failed. The partition re-reads its log; the
+// rest of the Ready is dropped, its events with it: a truncation that did
+// not happen is decided and reported again.
+//
+// What the partition does depends on what failed, which the driver knows
+// and says:
+//   - Corrupt: a fetched batch failed validation (CRC, framing); the fetch
+//     is retried after a backoff, as Kafka does for CORRUPT_MESSAGE
+//     (AbstractFetcherThread.processFetchRequest).
+//   - Transient: the local storage failed in a way that may clear on its
+//     own (no space left, an I/O error on write or fsync). The partition
+//     waits in StateStorageBackoff, bounded and exponential in the
+//     consecutive storage failures, while the driver reopens the log
+//     (storage refuses a log after a failed write until then), and on the
+//     Tick after it reconciles again with its leader, since recovery may
+//     have cut a torn tail or finished a truncation.
+//   - neither: the partition stops (corruption in our own log, a failure
+//     nobody can retry away); Status names the error.
 type ActionFailed struct {
-	Corrupt bool
-	Err     error
+	Corrupt   bool
+	Transient bool
+	Err       error
 }
 
 // Tick tells the partition the time has come; it leaves Backoff once

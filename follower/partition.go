@@ -1,6 +1,7 @@
 package follower
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -70,8 +71,12 @@ type Partition struct {
 	hwEpoch                       int32 // the leader epoch hw was answered in
 
 	attempts int
-	wakeAt   time.Time
-	lastErr  error
+	// storageFails counts storage failures since storage last carried out
+	// an action: the backoff of StateStorageBackoff grows with it, and a
+	// reconciliation that succeeds between two failures does not reset it.
+	storageFails int
+	wakeAt       time.Time
+	lastErr      error
 
 	out Ready // actions, events and the metadata hint not yet handed out
 }
@@ -128,9 +133,12 @@ func (p *Partition) Step(now time.Time, m Msg) error {
 	case ActionFailed:
 		// The Ready is abandoned; whatever was done is visible in the log.
 		p.out = Ready{}
-		if m.Corrupt {
+		switch {
+		case m.Corrupt:
 			p.fail(now, Retry, kerr.CorruptMessage)
-		} else {
+		case m.Transient:
+			p.storageFail(now, m.Err)
+		default:
 			p.stop(m.Err)
 		}
 	case Tick:
@@ -140,6 +148,16 @@ func (p *Partition) Step(now time.Time, m Msg) error {
 		case p.state == StateFenced && !now.Before(p.wakeAt):
 			p.wakeAt = time.Time{}
 			p.startReconcile(CauseEpochReply, -1)
+		case p.state == StateStorageBackoff && !now.Before(p.wakeAt):
+			// The driver has reopened the log: start over from it as it
+			// now is, as for a new leader epoch.
+			p.wakeAt, p.lastErr = time.Time{}, nil
+			if p.leader < 0 {
+				p.state = StateNoLeader
+				p.out.RefreshMetadata = true
+			} else {
+				p.startReconcile(CauseEpochReply, -1)
+			}
 		}
 	case Stop:
 		p.stop(nil)
@@ -148,6 +166,30 @@ func (p *Partition) Step(now time.Time, m Msg) error {
 }
 
 func (p *Partition) onLeaderChange(m LeaderChange) {
+	if p.state == StateStorageBackoff {
+		// Noted, not acted on: the log is being reopened. The
+		// reconciliation with this leader starts when the backoff ends.
+		if m.LeaderEpoch >= p.epoch || (m.LeaderEpoch < 0 && m.Leader != p.leader) {
+			if m.LeaderEpoch != p.epoch {
+				p.gapPos = -1 // a new leader may hold history the old one had deleted
+			}
+			p.epoch, p.leader = m.LeaderEpoch, m.Leader
+		}
+		return
+	}
+	if m.LeaderEpoch < 0 && m.Leader >= 0 && m.Leader != p.leader {
+		// Metadata without a leader epoch (a broker before Metadata v7, or
+		// one that does not report epochs) naming another broker. Every
+		// election bumps the epoch (Partition.makeLeader), so another
+		// leader is a new epoch we cannot see, not the same-epoch
+		// redirect of KAFKA-7164: reconcile with it as with a higher
+		// epoch. Our epoch becomes unknown too, so the requests go out
+		// unfenced (CurrentLeaderEpoch -1 skips the KIP-320 check,
+		// docs/kafka.md §6.1) instead of being fenced by an epoch the new
+		// leader may have left behind.
+		p.newLeaderEpoch(m)
+		return
+	}
 	switch {
 	case m.LeaderEpoch < p.epoch:
 		return // older metadata than we have
@@ -167,6 +209,12 @@ func (p *Partition) onLeaderChange(m LeaderChange) {
 		}
 		return
 	}
+	p.newLeaderEpoch(m)
+}
+
+// newLeaderEpoch starts over with the leader of a new epoch: reconcile with
+// it (KIP-101) before the first Fetch, or wait for one.
+func (p *Partition) newLeaderEpoch(m LeaderChange) {
 	p.epoch, p.leader = m.LeaderEpoch, m.Leader
 	p.inflight = nil
 	p.attempts, p.wakeAt, p.lastErr, p.oorStreak = 0, time.Time{}, nil, 0
@@ -221,10 +269,23 @@ func (p *Partition) onFetchReply(now time.Time, m FetchReply) error {
 		p.fail(now, r, err)
 		return nil
 	}
-	p.attempts, p.lastErr, p.oorStreak = 0, nil, 0
 	if m.Diverging.Epoch >= 0 {
 		// Truncate-on-fetch (the leader's Partition.readRecords): the
 		// leader's history for our LastFetchedEpoch differs.
+		p.checkDiverging(f, m.Diverging)
+		if t := Decide(p.log, m.Diverging); t.Complete && t.Offset >= p.log.LogEndOffset() {
+			// An answer that cuts nothing leaves the next Fetch the
+			// same as this one, which the leader would answer the same
+			// at once (it answers a diverging partition without the long
+			// poll, docs/kafka.md §5.1): back off first, bounded and
+			// exponential, so a broker that answers so is not hammered.
+			// Only an answer the protocol rules out gets here (epoch
+			// above our last fetched one, or an end at or past our fetch
+			// offset), which checkDiverging reported.
+			p.fail(now, Retry, errNoDivergence)
+			return nil
+		}
+		p.attempts, p.lastErr, p.oorStreak = 0, nil, 0
 		// Records, high watermark and log start of this reply are not
 		// applied (KAFKA-14704: a high watermark applied before truncating
 		// exposed uncommitted data). The same table as for
@@ -238,6 +299,7 @@ func (p *Partition) onFetchReply(now time.Time, m FetchReply) error {
 		p.decide(m.Diverging)
 		return nil
 	}
+	p.attempts, p.lastErr, p.oorStreak = 0, nil, 0
 	if m.HighWatermark >= 0 && p.hw >= 0 && p.hwEpoch == p.epoch && m.HighWatermark < p.hw {
 		p.conform(CheckHighWatermarkBackwards, fmt.Sprintf("leader %d in epoch %d answered high watermark %d after %d",
 			f.Leader, p.epoch, m.HighWatermark, p.hw))
@@ -255,6 +317,10 @@ func (p *Partition) onFetchReply(now time.Time, m FetchReply) error {
 	}
 	return nil
 }
+
+// errNoDivergence is the error of a backoff after a DivergingEpoch answer
+// that cut nothing.
+var errNoDivergence = errors.New("DivergingEpoch answer that diverges from nothing we hold: fetching again after a backoff")
 
 // fail reacts to an error reply or a failed request.
 func (p *Partition) fail(now time.Time, r Reaction, err error) {
@@ -283,6 +349,16 @@ func (p *Partition) fail(now time.Time, r Reaction, err error) {
 		p.state = StateBackoff
 		p.wakeAt = now.Add(p.cfg.Backoff.Delay(p.attempts, jitterFor(p.cfg.JitterSeed, p.attempts)))
 	}
+}
+
+// storageFail waits in StateStorageBackoff after a storage failure that
+// may clear on its own (ActionFailed.Transient).
+func (p *Partition) storageFail(now time.Time, err error) {
+	p.inflight = nil
+	p.lastErr = err
+	p.storageFails++
+	p.state = StateStorageBackoff
+	p.wakeAt = now.Add(p.cfg.Backoff.Delay(p.storageFails, jitterFor(p.cfg.JitterSeed, p.storageFails)))
 }
 
 func (p *Partition) stop(err error) {
@@ -345,6 +421,9 @@ func (p *Partition) request(id uint64) Request {
 // Advance confirms that rd, the last Ready, was carried out: its actions are
 // durable, its events delivered and its request sent.
 func (p *Partition) Advance(rd Ready) {
+	if len(rd.Actions) > 0 {
+		p.storageFails = 0 // storage carried them out
+	}
 	p.out.Actions = p.out.Actions[min(len(rd.Actions), len(p.out.Actions)):]
 	p.out.Events = p.out.Events[min(len(rd.Events), len(p.out.Events)):]
 	if rd.RefreshMetadata {
@@ -367,7 +446,7 @@ func (p *Partition) Advance(rd Ready) {
 
 // NextWake returns when the partition wants a Tick (zero: no timer needed).
 func (p *Partition) NextWake() time.Time {
-	if p.state == StateBackoff || p.state == StateFenced {
+	if p.state == StateBackoff || p.state == StateFenced || p.state == StateStorageBackoff {
 		return p.wakeAt
 	}
 	return time.Time{}
@@ -395,6 +474,7 @@ func (p *Partition) Status() Status {
 		HighestHighWatermark: p.highestHW,
 		LeaderLogStartOffset: p.leaderLogStart,
 		Attempts:             p.attempts,
+		StorageFailures:      p.storageFails,
 		WakeAt:               p.NextWake(),
 		LastError:            p.lastErr,
 	}

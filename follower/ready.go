@@ -80,7 +80,8 @@ type Append struct {
 	// CurrentLeaderEpoch is the leader epoch the Fetch was fenced with
 	// (KIP-320). A leader stamps its batches with its own epoch, so no batch
 	// may carry a higher one (CheckBatchEpochAboveLeader, checked by the
-	// driver as it scans the batches).
+	// driver against the batch epochs wire read when it converted the
+	// Fetch reply).
 	CurrentLeaderEpoch int32
 	Records            []byte
 }

@@ -22,16 +22,22 @@ const (
 	StateFenced
 	// StateStopped: stopped for good.
 	StateStopped
+	// StateStorageBackoff: a storage action failed in a way that may
+	// clear on its own (a full disk, an I/O error); waiting until
+	// NextWake(), while the driver reopens the log, then reconciling
+	// again from the log as it then is.
+	StateStorageBackoff
 )
 
 var stateNames = [...]string{
-	StateNoLeader:    "no-leader",
-	StateReconciling: "reconciling",
-	StateFetching:    "fetching",
-	StateOutOfRange:  "out-of-range",
-	StateBackoff:     "backoff",
-	StateFenced:      "fenced",
-	StateStopped:     "stopped",
+	StateNoLeader:       "no-leader",
+	StateReconciling:    "reconciling",
+	StateFetching:       "fetching",
+	StateOutOfRange:     "out-of-range",
+	StateBackoff:        "backoff",
+	StateFenced:         "fenced",
+	StateStopped:        "stopped",
+	StateStorageBackoff: "storage-backoff",
 }
 
 func (s State) String() string {
@@ -57,6 +63,7 @@ type Status struct {
 	HighestHighWatermark int64
 	LeaderLogStartOffset int64 // -1 unknown
 	Attempts             int   // consecutive failed attempts
+	StorageFailures      int   // consecutive storage failures, whose backoff grows apart from Attempts
 	WakeAt               time.Time
 	LastError            error // the error that caused the current backoff, fence or stop
 }

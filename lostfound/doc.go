@@ -8,9 +8,11 @@
 // tools never do, and a writer has safety properties of its own:
 //
 //   - idempotent across runs: every record carries SourceHeader naming the
-//     lost offset, and Replay reads the whole target first and skips what is
-//     already there, so a replay run again, or after an interruption, adds
-//     nothing (two replays to one topic must not run at the same time);
+//     lost record (its batch's leader epoch and its offset: two losses at
+//     the same offsets are different records), and Replay reads the whole
+//     target first and skips what is already there, so a replay run again,
+//     or after an interruption, adds nothing (two replays to one topic must
+//     not run at the same time);
 //   - idempotent within a run: a producer with acks=all and kgo's
 //     idempotence, so a retry neither duplicates nor reorders a partition;
 //   - transactions as the lost range shows them: records of an aborted

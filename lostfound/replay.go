@@ -2,12 +2,16 @@ package lostfound
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/kfollower/kfollower/cluster"
@@ -17,15 +21,66 @@ import (
 )
 
 // SourceHeader is the record header Replay adds to every record it
-// produces, naming the lost record: "<topic>/<partition>/<offset>" (a
-// topic name cannot hold '/'). Replay is idempotent through it: before
-// producing, it reads the target topic and skips every lost record whose
-// header is already there, so a replay that was interrupted, or run
-// twice, never duplicates a record.
+// produces, naming the lost record as a Source:
+// "<topic>/<partition>/<epoch>/<offset>", the partition leader epoch of the
+// record's batch and its offset (a topic name cannot hold '/'). Replay is
+// idempotent through it: before producing, it reads the target topic and
+// skips every lost record whose header is already there, so a replay that
+// was interrupted, or run twice, never duplicates a record.
+//
+// The epoch is there because an offset alone does not name a record: after
+// an unclean election the new leader writes other records at the offsets
+// it lost, in a higher epoch, and those can be lost in turn, so
+// lost+found can hold two different records at one offset. A record is
+// written in one epoch only, so the epoch and offset name it, and a range
+// saved twice (the same batches, after a crash) names the same records and
+// is replayed once.
 const SourceHeader = "kfollower-lost-source"
 
-func sourceValue(topic string, partition int32, offset int64) string {
-	return fmt.Sprintf("%s/%d/%d", topic, partition, offset)
+// Source names a lost record: its partition, the leader epoch of its batch
+// and its offset. Its String form is SourceHeader's value.
+type Source struct {
+	Topic     string
+	Partition int32
+	Epoch     int32
+	Offset    int64
+	// Legacy marks a value written before the epoch was part of it,
+	// "<topic>/<partition>/<offset>" (Epoch is then -1). Such a marker
+	// stands for the one record it was replayed from, which Replay finds
+	// by its content (see legacyMarkers).
+	Legacy bool
+}
+
+func (s Source) String() string {
+	if s.Legacy {
+		return fmt.Sprintf("%s/%d/%d", s.Topic, s.Partition, s.Offset)
+	}
+	return fmt.Sprintf("%s/%d/%d/%d", s.Topic, s.Partition, s.Epoch, s.Offset)
+}
+
+// ParseSource reads a SourceHeader value, in either form.
+func ParseSource(v string) (Source, bool) {
+	f := strings.Split(v, "/")
+	if len(f) != 3 && len(f) != 4 || f[0] == "" {
+		return Source{}, false
+	}
+	s := Source{Topic: f[0], Epoch: -1, Legacy: len(f) == 3}
+	p, err := strconv.ParseInt(f[1], 10, 32)
+	if err != nil {
+		return Source{}, false
+	}
+	s.Partition = int32(p)
+	if !s.Legacy {
+		e, err := strconv.ParseInt(f[2], 10, 32)
+		if err != nil {
+			return Source{}, false
+		}
+		s.Epoch = int32(e)
+	}
+	if s.Offset, err = strconv.ParseInt(f[len(f)-1], 10, 64); err != nil {
+		return Source{}, false
+	}
+	return s, true
 }
 
 // ReplayOptions say which lost records go where.
@@ -134,7 +189,7 @@ func Replay(ctx context.Context, opts ReplayOptions) (*ReplayReport, error) {
 		}
 		return nil, fmt.Errorf("lost replay: target topic %s does not exist; create it first", opts.ToTopic)
 	}
-	present, err := readMarkers(ctx, opts.Client, opts.ToTopic, n, meta)
+	mk, err := readMarkers(ctx, opts.Client, opts.ToTopic, n, meta)
 	if err != nil {
 		return nil, err
 	}
@@ -159,12 +214,13 @@ func Replay(ctx context.Context, opts ReplayOptions) (*ReplayReport, error) {
 			re.Undecided = d.undecided
 		}
 		for _, r := range keep {
-			src := sourceValue(ev.Topic, ev.Partition, r.Offset)
-			if present[src] {
+			src := Source{Topic: ev.Topic, Partition: ev.Partition, Epoch: r.LeaderEpoch, Offset: r.Offset}.String()
+			if mk.present[src] || mk.takeLegacy(ev.Topic, ev.Partition, r) {
+				mk.present[src] = true
 				re.AlreadyPresent++
 				continue
 			}
-			present[src] = true // the same range saved twice: once only
+			mk.present[src] = true // the same range saved twice: once only
 			re.Replayed++
 			hs := append(slices.Clone(r.Headers), kgo.RecordHeader{Key: SourceHeader, Value: []byte(src)})
 			out = append(out, &kgo.Record{Topic: opts.ToTopic, Partition: re.ToPartition,
@@ -223,11 +279,64 @@ func decodeLost(ev Event) ([]*kgo.Record, error) {
 	return fp.Records, nil
 }
 
+// markers are the SourceHeader values found on the target topic.
+type markers struct {
+	// present holds the values naming an epoch.
+	present map[string]bool
+	// legacy counts the records that carry a value without an epoch, by
+	// that value and a digest of their content (contentDigest). A replay
+	// before the epoch was named replayed, of the records lost at one
+	// offset, only the first one it met and took the others for replayed
+	// already; the digest tells which one a marker stands for.
+	legacy map[string]map[[sha256.Size]byte]int
+}
+
+// takeLegacy reports whether r, lost from topic-partition, is the record an
+// old-form marker stands for, and if so uses that marker up: it stands for
+// one record only, so another record lost at the same offset (in another
+// epoch) is still replayed.
+func (m *markers) takeLegacy(topic string, partition int32, r *kgo.Record) bool {
+	byDigest := m.legacy[Source{Topic: topic, Partition: partition, Offset: r.Offset, Legacy: true}.String()]
+	d := contentDigest(r)
+	if byDigest[d] == 0 {
+		return false
+	}
+	byDigest[d]--
+	return true
+}
+
+// contentDigest digests what a replay copies of a record: key, value and
+// headers, SourceHeader left out. Not the timestamp, which a target topic
+// with LogAppendTime rewrites.
+func contentDigest(r *kgo.Record) [sha256.Size]byte {
+	h := sha256.New()
+	field := func(b []byte) {
+		var n [9]byte
+		if b != nil {
+			n[0] = 1
+		}
+		binary.BigEndian.PutUint64(n[1:], uint64(len(b)))
+		h.Write(n[:])
+		h.Write(b)
+	}
+	field(r.Key)
+	field(r.Value)
+	for _, hd := range r.Headers {
+		if hd.Key != SourceHeader {
+			field([]byte(hd.Key))
+			field(hd.Value)
+		}
+	}
+	var d [sha256.Size]byte
+	h.Sum(d[:0])
+	return d
+}
+
 // readMarkers reads every partition of topic from its log start to its
 // high watermark with raw Fetch requests (no consumer state in the
 // caller's client) and returns the SourceHeader values found.
-func readMarkers(ctx context.Context, cl *kgo.Client, topic string, n int32, meta *cluster.Metadata) (map[string]bool, error) {
-	present := map[string]bool{}
+func readMarkers(ctx context.Context, cl *kgo.Client, topic string, n int32, meta *cluster.Metadata) (*markers, error) {
+	mk := &markers{present: map[string]bool{}, legacy: map[string]map[[sha256.Size]byte]int{}}
 	byBroker := map[int32][]cluster.Query{}
 	pms := map[int32]cluster.Partition{}
 	for p := range n {
@@ -264,13 +373,26 @@ func readMarkers(ctx context.Context, cl *kgo.Client, topic string, n int32, met
 			}
 			for _, r := range dec.Records {
 				for _, h := range r.Headers {
-					if h.Key == SourceHeader {
-						present[string(h.Value)] = true
+					if h.Key != SourceHeader {
+						continue
+					}
+					src, ok := ParseSource(string(h.Value))
+					switch {
+					case !ok:
+						// Not ours to interpret: it names no lost record.
+					case src.Legacy:
+						v := src.String()
+						if mk.legacy[v] == nil {
+							mk.legacy[v] = map[[sha256.Size]byte]int{}
+						}
+						mk.legacy[v][contentDigest(r)]++
+					default:
+						mk.present[src.String()] = true
 					}
 				}
 			}
 			off = c.Next
 		}
 	}
-	return present, nil
+	return mk, nil
 }

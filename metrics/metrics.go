@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kfollower/kfollower/follower"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 )
@@ -31,10 +32,12 @@ type Partition struct {
 }
 
 // States are the values of the state label of kfollower_partition_state,
-// the follower's states plus "failed" (the local log could not be opened).
-// One series per state is exported for each partition (the state-set
-// pattern), so a query never depends on which states have been seen.
-var States = []string{"no-leader", "reconciling", "fetching", "out-of-range", "backoff", "fenced", "stopped", "failed"}
+// the follower's states plus "failed" (the local log could not be opened,
+// or its topic was recreated). One series per state is exported for each
+// partition (the state-set pattern), so a query never depends on which
+// states have been seen. "stopped", "failed" and "storage-backoff" copy
+// nothing until something is repaired, and make kfollower_ready 0.
+var States = []string{"no-leader", "reconciling", "fetching", "out-of-range", "backoff", "fenced", "storage-backoff", "stopped", "failed"}
 
 // Options are what the scrape-time collector reads.
 type Options struct {
@@ -106,7 +109,7 @@ func New(reg prometheus.Registerer, opts Options) *Metrics {
 		leaderChanges: counter("leader_changes_total", "Times metadata named another leader or leader epoch for a followed partition.", "topic"),
 		epochRegress:  counter("leader_epoch_regressions_total", "Times metadata named a lower leader epoch than before for a followed partition.", "topic"),
 		roundtrips: f.NewHistogram(prometheus.HistogramOpts{Namespace: Namespace, Name: "reconciliation_roundtrips",
-			Help:    "OffsetsForLeaderEpoch answers a partition needed before fetching again (KIP-279 roundtrips per reconciliation).",
+			Help:    "Leader answers one reconciliation took before fetching again: OffsetsForLeaderEpoch answers (KIP-279 rounds), plus the DivergingEpoch Fetch or ListOffsets answer that started it.",
 			Buckets: []float64{1, 2, 3, 4, 6, 8, 12, 16}}),
 		truncations:  counter("truncations_total", "Truncations below data kfollower held, by what revealed the divergence.", "topic", "cause"),
 		truncRecords: counter("truncated_records_total", "Records removed from local logs by truncation (kept in lost+found).", "topic"),
@@ -188,6 +191,17 @@ func (m *Metrics) leaderChange(topic string, oldEpoch, newEpoch int32) {
 	m.leaderChanges.WithLabelValues(topic).Inc()
 	if newEpoch < oldEpoch {
 		m.epochRegress.WithLabelValues(topic).Inc()
+	}
+}
+
+// followed creates every per-topic counter of topic at zero.
+func (m *Metrics) followed(topic string) {
+	for _, c := range follower.Causes() {
+		m.truncations.WithLabelValues(topic, c.String())
+	}
+	for _, v := range []*prometheus.CounterVec{m.truncRecords, m.truncBytes, m.lostRecords, m.gaps, m.gapOffsets,
+		m.leaderChanges, m.epochRegress, m.retSegments, m.retBytes} {
+		v.WithLabelValues(topic)
 	}
 }
 

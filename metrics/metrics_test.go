@@ -74,6 +74,7 @@ kfollower_partition_state{partition="0",state="no-leader",topic="t"} 0
 kfollower_partition_state{partition="0",state="out-of-range",topic="t"} 0
 kfollower_partition_state{partition="0",state="reconciling",topic="t"} 0
 kfollower_partition_state{partition="0",state="stopped",topic="t"} 0
+kfollower_partition_state{partition="0",state="storage-backoff",topic="t"} 0
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "kfollower_partition_lag_records", "kfollower_partition_log_end_offset", "kfollower_partition_state"); err != nil {
 		t.Fatal(err)
@@ -150,6 +151,7 @@ kfollower_committed_records_lost_total{topic="t"} 120
 # HELP kfollower_conformance_violations_total Broker answers the protocol rules out, by check (see the README); each is also logged with its evidence.
 # TYPE kfollower_conformance_violations_total counter
 kfollower_conformance_violations_total{check="batch_epoch_above_leader_epoch"} 0
+kfollower_conformance_violations_total{check="diverging_epoch_without_divergence"} 0
 kfollower_conformance_violations_total{check="epoch_answer_contradicts_log"} 0
 kfollower_conformance_violations_total{check="high_watermark_backwards"} 1
 kfollower_conformance_violations_total{check="metadata_epoch_backwards"} 0
@@ -275,5 +277,63 @@ func TestLint(t *testing.T) {
 	}
 	for _, p := range problems {
 		t.Errorf("lint: %s: %s", p.Metric, p.Text)
+	}
+}
+
+// A followed topic's counters are in the scrape at 0 from the moment the
+// fetcher reports the topic followed, before any event: an alert on
+// increase() then sees the first loss as a rise from 0 (the shipped rules'
+// unit test, deploy/kfollower-rules.test.yml, plays the same series).
+func TestFollowedTopicStartsAtZero(t *testing.T) {
+	reg, m, _, _ := newTest(t)
+	o := NewFetcherObserver(m)
+	perTopic := []string{
+		"kfollower_committed_records_lost_total", "kfollower_truncations_total", "kfollower_truncated_records_total",
+		"kfollower_truncated_bytes_total", "kfollower_retention_gaps_total", "kfollower_retention_gap_offsets_total",
+		"kfollower_leader_changes_total", "kfollower_leader_epoch_regressions_total",
+		"kfollower_local_retention_deleted_segments_total", "kfollower_local_retention_deleted_bytes_total",
+	}
+	if n, err := testutil.GatherAndCount(reg, perTopic...); err != nil || n != 0 {
+		t.Fatalf("%d per-topic series before any topic is followed (%v)", n, err)
+	}
+	o.Followed("orders")
+	series := map[string]float64{}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, mt := range mf.GetMetric() {
+			var labels []string
+			for _, l := range mt.GetLabel() {
+				labels = append(labels, l.GetName()+"="+l.GetValue())
+			}
+			series[mf.GetName()+"{"+strings.Join(labels, ",")+"}"] = mt.GetCounter().GetValue()
+		}
+	}
+	want := []string{
+		"kfollower_committed_records_lost_total{topic=orders}",
+		"kfollower_truncations_total{cause=diverging-epoch,topic=orders}",
+		"kfollower_truncations_total{cause=offsets-for-leader-epoch,topic=orders}",
+		"kfollower_truncations_total{cause=out-of-range-high,topic=orders}",
+	}
+	for _, name := range perTopic[2:] {
+		want = append(want, name+"{topic=orders}")
+	}
+	for _, s := range want {
+		v, ok := series[s]
+		if !ok || v != 0 {
+			t.Errorf("%s: exported %v, value %v; want 0 before any event", s, ok, v)
+		}
+	}
+	o.Event(&follower.TruncationEvent{Topic: "orders", Cause: follower.CauseEpochReply, From: 100, To: 150, Records: 50, Bytes: 5000})
+	if v := testutil.ToFloat64(m.lostRecords.WithLabelValues("orders")); v != 50 {
+		t.Fatalf("records lost %v after the first loss, want 50", v)
+	}
+	// Following it again (a restart of the Manager is a new process; here
+	// the same observer told twice) keeps what was counted.
+	o.Followed("orders")
+	if v := testutil.ToFloat64(m.lostRecords.WithLabelValues("orders")); v != 50 {
+		t.Fatalf("records lost %v after Followed again, want 50", v)
 	}
 }

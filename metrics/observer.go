@@ -34,6 +34,14 @@ func apiLabel(k kmsg.Key) string {
 	return k.Name()
 }
 
+// Followed creates topic's counters at zero: the counters of truncations
+// (each cause), records and bytes truncated, records lost, gaps, leader
+// changes and local retention. An alert on increase() of a series that
+// first appears at its first event sees no rise, so without this the first
+// loss of a topic would raise no KafkaCommittedDataLost
+// (deploy/kfollower-rules.yml).
+func (o fetcherObserver) Followed(topic string) { o.m.followed(topic) }
+
 func (o fetcherObserver) RequestDone(s fetcher.RequestStats) {
 	o.m.request(s.Broker, apiLabel(s.Key), s.Latency, s.Err)
 	switch s.Key {

@@ -44,7 +44,7 @@ func newMux(g prometheus.Gatherer, mgr *fetcher.Manager) *http.ServeMux {
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !mgr.Ready() {
-			http.Error(w, "not ready: metadata not loaded yet, or a followed partition has not reconciled with its leader yet\n", http.StatusServiceUnavailable)
+			http.Error(w, "not ready: metadata not loaded yet, a followed partition has not reconciled with its leader yet, or one is stopped, failed or waiting on its storage (see /status)\n", http.StatusServiceUnavailable)
 			return
 		}
 		w.Write([]byte("ready\n"))

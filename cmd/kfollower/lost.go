@@ -22,8 +22,10 @@ func runLost(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 list shows each lost+found event: partition, offsets, epochs, batches,
 records, bytes, when it was saved. replay re-produces the lost records
 (keys, values, headers, timestamps) to an existing topic, adding the header
-`+lostfound.SourceHeader+` = "<topic>/<partition>/<offset>"; it first reads the
-target and skips records already there, so running it again adds nothing.
+`+lostfound.SourceHeader+` = "<topic>/<partition>/<epoch>/<offset>" (the leader
+epoch of the lost record's batch: two losses at the same offsets are different
+records); it first reads the target and skips records already there, so
+running it again adds nothing.
 Records of aborted transactions are never replayed; those of transactions
 whose outcome the lost range does not show only with --include-undecided.
 
