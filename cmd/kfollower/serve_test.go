@@ -80,6 +80,38 @@ func TestServe(t *testing.T) {
 		sameRecords(t, fromKf, fromCluster)
 	})
 
+	t.Run("Java console consumer", func(t *testing.T) {
+		// Kafka's own consumer, which no one here wrote, in assign mode:
+		// with --partition it assigns and seeks, without it it would join
+		// a group, which kfollower does not serve yet.
+		out, err := kafka.RunTool("org.apache.kafka.tools.consumer.ConsoleConsumer",
+			"--bootstrap-server", addr, "--topic", topic, "--partition", "0", "--offset", "earliest",
+			"--max-messages", fmt.Sprint(len(want)), "--timeout-ms", "60000",
+			"--formatter-property", "print.offset=true", "--formatter-property", "print.key=true",
+			"--formatter-property", "print.headers=true", "--formatter-property", "print.timestamp=true")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, line := range strings.Split(out, "\n") {
+			if strings.HasPrefix(line, "CreateTime:") {
+				got = append(got, line)
+			}
+		}
+		fromCluster := consumeAll(ctx, t, c.Bootstrap(), topic, len(want))
+		if len(got) != len(fromCluster) {
+			t.Fatalf("the console consumer printed %d records, want %d:\n%s", len(got), len(fromCluster), tail(out, 20))
+		}
+		for i, r := range fromCluster {
+			if w := consoleLine(r); got[i] != w {
+				t.Fatalf("record %d: the console consumer printed\n  %q\nwant (from the cluster)\n  %q", i, got[i], w)
+			}
+		}
+		if !strings.Contains(out, fmt.Sprintf("Processed a total of %d messages", len(want))) {
+			t.Errorf("the console consumer did not report %d messages:\n%s", len(want), tail(out, 10))
+		}
+	})
+
 	t.Run("produce refused", func(t *testing.T) {
 		before := dirContents(t, data)
 		// kgo's default, idempotent producer asks InitProducerId first,
@@ -200,6 +232,28 @@ func sameRecords(t *testing.T, got, want []*kgo.Record) {
 				i, g.Offset, g.LeaderEpoch, g.Timestamp, g.Key, g.Value, g.Headers, w.Offset, w.LeaderEpoch, w.Timestamp, w.Key, w.Value, w.Headers)
 		}
 	}
+}
+
+// consoleLine is how Kafka's DefaultMessageFormatter prints r with
+// print.timestamp, print.offset, print.headers and print.key: tab-separated,
+// headers as key:value joined by commas, "NO_HEADERS" without any, "null"
+// for a null key or value.
+func consoleLine(r *kgo.Record) string {
+	orNull := func(b []byte) string {
+		if b == nil {
+			return "null"
+		}
+		return string(b)
+	}
+	hs := "NO_HEADERS"
+	if len(r.Headers) > 0 {
+		var parts []string
+		for _, h := range r.Headers {
+			parts = append(parts, h.Key+":"+orNull(h.Value))
+		}
+		hs = strings.Join(parts, ",")
+	}
+	return fmt.Sprintf("CreateTime:%d\tOffset:%d\t%s\t%s\t%s", r.Timestamp.UnixMilli(), r.Offset, hs, orNull(r.Key), orNull(r.Value))
 }
 
 // dirContents maps every file under dir to its bytes.
