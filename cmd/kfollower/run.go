@@ -220,6 +220,9 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) error {
 			ln.Close()
 			return err
 		}
+		// A listener that fails for good stops the whole daemon.
+		ctx, ep.fail = context.WithCancel(ctx)
+		defer ep.fail()
 	}
 
 	srv := &http.Server{Handler: newMux(gatherer, mgr, ep.statusFunc()), ReadHeaderTimeout: 5 * time.Second}

@@ -76,6 +76,8 @@ type endpoint struct {
 	status serveStatus
 	done   chan struct{}
 	err    error // valid once done is closed
+	// fail stops the daemon when the server ends on its own.
+	fail context.CancelFunc
 }
 
 // serveStatus is the endpoint as /status shows it.
@@ -145,7 +147,9 @@ func (e *endpoint) run(ctx context.Context) context.Context {
 	go func() {
 		defer close(e.done)
 		defer stopFetcher()
-		e.err = e.srv.Serve(ctx, e.ln)
+		if e.err = e.srv.Serve(ctx, e.ln); e.err != nil && e.fail != nil {
+			e.fail()
+		}
 	}()
 	return mctx
 }
