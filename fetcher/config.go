@@ -42,6 +42,12 @@ type Config struct {
 	// flush its logs that often. Both run on the goroutine that owns the
 	// logs, because a storage.Log has one writer.
 	MaintenanceInterval time.Duration
+	// Changed, if set, is called after anything a reader of tp's log may
+	// see has changed: an append, a flush, a truncation, retention, a
+	// hand-off, a new leader epoch, or the log stopped being served
+	// (CatalogPartition). It runs on the log owner's goroutine, so it must
+	// not block (wire/server's Server.Notify does not).
+	Changed func(tp wire.TopicPartition)
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 	// Now is the clock; default time.Now.

@@ -4,7 +4,9 @@
 // carries out the storage actions they decide, in order. Partitions move
 // between broker goroutines by hand-off, never through shared locks. What
 // it does is reported to Config.Observers (the Observer interface), which
-// metrics implements.
+// metrics implements. The open logs are also listed read-only, for a
+// server of the copy (CatalogTopics, CatalogPartition), and Config.Changed
+// is told whenever what a reader of one may see has changed.
 //
 // May import: follower, storage, wire, wire/batch and franz-go (kgo, kmsg,
 // kerr), plus the standard library; never metrics, which observes it.

@@ -64,6 +64,8 @@ type Manager struct {
 	ids      map[string]wire.TopicID
 	statuses map[wire.TopicPartition]Status
 	loaded   bool // a Metadata answer has been placed
+
+	catalog catalog // the open logs, read-only, for a server of the copy
 }
 
 // transit is a partition its worker was told to release and that has not
@@ -178,6 +180,7 @@ func (m *Manager) shutdown(cancel context.CancelFunc) {
 	for _, p := range m.parked {
 		parts = append(parts, p)
 	}
+	m.catalog.clear()
 	for _, p := range parts {
 		if err := p.log.Close(); err != nil {
 			m.cfg.Logger.Error("closing log", "partition", p.tp.String(), "err", err)
@@ -253,6 +256,7 @@ func (m *Manager) placeAll(wctx context.Context, resp *kmsg.MetadataResponse, fr
 		if !known {
 			m.cfg.observe().Followed(topic)
 		}
+		m.catalog.topic(topic, t.TopicID, len(t.Partitions))
 		for _, pm := range t.Partitions {
 			tp := wire.TopicPartition{Topic: topic, Partition: pm.Partition}
 			leader, epoch := pm.Leader, pm.LeaderEpoch
@@ -300,6 +304,7 @@ func (m *Manager) retire(topic string, why error) {
 		}
 	}
 	m.retired[topic] = true
+	m.catalog.retire(topic)
 	m.cfg.Logger.Error("stopped following a topic", "topic", topic, "err", why)
 }
 
@@ -308,6 +313,7 @@ func (m *Manager) retire(topic string, why error) {
 func (m *Manager) stop(p *part, why error) {
 	p.step(m.cfg.Now(), follower.Stop{})
 	m.publish(p) // keep what the status says of the log we hold
+	m.unserve(p.tp)
 	if err := p.log.Close(); err != nil {
 		m.cfg.Logger.Error("closing log", "partition", p.tp.String(), "err", err)
 	}
@@ -478,6 +484,7 @@ func (m *Manager) open(tp wire.TopicPartition, id wire.TopicID) (*part, error) {
 	}, liveLog{p})
 	m.cfg.Logger.Info("following partition", "partition", tp.String(),
 		"log_start", l.LogStartOffset(), "log_end", l.LogEndOffset())
+	m.catalog.add(tp, l)
 	return p, nil
 }
 
@@ -506,6 +513,7 @@ func (m *Manager) reopen(p *part) error {
 		return err
 	}
 	p.log = l
+	m.catalog.add(p.tp, l)
 	m.cfg.Logger.Info("reopened the local log after a storage failure", "partition", p.tp.String(),
 		"log_start", l.LogStartOffset(), "log_end", l.LogEndOffset())
 	return nil

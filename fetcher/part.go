@@ -19,6 +19,7 @@ import (
 // fails as a full or failing disk does.
 type partLog interface {
 	follower.LocalLog
+	storage.Reader // what a server of the copy reads (catalog.go)
 	Append(raw []byte) error
 	SaveLost(from int64) (storage.Lost, error)
 	TruncateTo(offset int64) error

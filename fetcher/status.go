@@ -52,6 +52,7 @@ func (m *Manager) publish(p *part) {
 		s.Error = st.LastError.Error()
 	}
 	m.setStatus(p.tp, s)
+	m.changed(p, st.LeaderEpoch)
 }
 
 func (m *Manager) setStatus(tp wire.TopicPartition, s Status) {

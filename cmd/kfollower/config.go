@@ -50,6 +50,10 @@ type config struct {
 	ProgressInterval time.Duration
 	LogLevel         string
 	LogFormat        string
+
+	Serve          string
+	ServeAdvertise string
+	ServeNodeID    int
 }
 
 // listFlag is a comma-separated list; a YAML sequence is accepted too.
@@ -171,6 +175,7 @@ func (c *config) flags(out io.Writer) *flag.FlagSet {
 	fs.DurationVar(&c.ProgressInterval, "progress-interval", c.ProgressInterval, "how often catch-up progress is logged")
 	fs.Var(enumFlag{&c.LogLevel, []string{"debug", "info", "warn", "error"}}, "log-level", "`level`: debug, info, warn or error")
 	fs.Var(enumFlag{&c.LogFormat, []string{"text", "json"}}, "log-format", "`format` of the log on stderr: text or json")
+	c.serveFlags(fs)
 	return fs
 }
 
@@ -339,6 +344,9 @@ func (c *config) check() error {
 	}
 	if _, err := topicMatcher(c.Topics); err != nil {
 		return usageError{err}
+	}
+	if err := c.checkServe(); err != nil {
+		return err // exit 1, as a --http-listen that cannot be bound
 	}
 	for _, b := range c.Bootstrap {
 		if _, port, ok := strings.Cut(b, ":"); !ok || port == "" {

@@ -34,9 +34,11 @@ type statusDoc struct {
 	Time       time.Time        `json:"time"`
 	Ready      bool             `json:"ready"`
 	Partitions []fetcher.Status `json:"partitions"`
+	// Serve is the --serve endpoint, if any.
+	Serve *serveStatus `json:"serve,omitempty"`
 }
 
-func newMux(g prometheus.Gatherer, mgr *fetcher.Manager) *http.ServeMux {
+func newMux(g prometheus.Gatherer, mgr *fetcher.Manager, serve func() *serveStatus) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -50,7 +52,7 @@ func newMux(g prometheus.Gatherer, mgr *fetcher.Manager) *http.ServeMux {
 		w.Write([]byte("ready\n"))
 	})
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
-		doc := statusDoc{Time: time.Now().UTC(), Ready: mgr.Ready(), Partitions: mgr.Statuses()}
+		doc := statusDoc{Time: time.Now().UTC(), Ready: mgr.Ready(), Partitions: mgr.Statuses(), Serve: serve()}
 		w.Header().Set("Content-Type", "application/json")
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")

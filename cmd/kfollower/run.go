@@ -17,6 +17,7 @@ import (
 	"github.com/kfollower/kfollower/fetcher"
 	"github.com/kfollower/kfollower/metrics"
 	"github.com/kfollower/kfollower/storage"
+	"github.com/kfollower/kfollower/wire"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -158,6 +159,14 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("listening for HTTP on %s: %w", cfg.HTTP, err)
 	}
+	serveLn, err := listenServe(cfg)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	if serveLn != nil {
+		defer serveLn.Close() // Serve closes it too; a second Close is harmless
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		ln.Close()
 		return fmt.Errorf("creating data dir %s: %w", cfg.DataDir, err)
@@ -168,6 +177,7 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) error {
 		return err
 	}
 	defer unlock()
+	var ep *endpoint // set before the fetcher runs, read by its Changed
 
 	// The collector reads mgr, which is set below: nothing scrapes before
 	// the HTTP server starts, after fetcher.New. The manager needs the
@@ -195,13 +205,27 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) error {
 		MaintenanceInterval: maintenanceInterval(cfg),
 		Logger:              logger,
 		Observers:           []fetcher.Observer{metrics.NewFetcherObserver(m), prog},
+		Changed: func(tp wire.TopicPartition) {
+			if ep != nil {
+				ep.notify(tp)
+			}
+		},
 	})
 	if err != nil {
 		ln.Close()
 		return err
 	}
+	if serveLn != nil {
+		if ep, err = newEndpoint(cfg, serveLn, mgr, logger); err != nil {
+			ln.Close()
+			return err
+		}
+		// A listener that fails for good stops the whole daemon.
+		ctx, ep.fail = context.WithCancel(ctx)
+		defer ep.fail()
+	}
 
-	srv := &http.Server{Handler: newMux(gatherer, mgr), ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: newMux(gatherer, mgr, ep.statusFunc()), ReadHeaderTimeout: 5 * time.Second}
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- srv.Serve(ln) }()
 	logger.Info("kfollower started", "version", kfVersion, "bootstrap", cfg.Bootstrap.String(), "topics", cfg.Topics.String(),
@@ -215,7 +239,18 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) error {
 		prog.loop(ctx, cfg.ProgressInterval, mgr.Statuses, m.Observe)
 	}()
 
-	runErr := mgr.Run(ctx) // returns after ctx ends, logs flushed and closed
+	mgrCtx := ctx
+	if ep != nil {
+		mgrCtx = ep.run(ctx)
+		logger.Info("serving the copy to Kafka clients", "listen", ep.status.Address, "advertised", ep.status.Advertised,
+			"node_id", ep.status.NodeID, "cluster_id", ep.status.ClusterID)
+	}
+	runErr := mgr.Run(mgrCtx) // returns after ctx ends (and the server has stopped), logs flushed and closed
+	if ep != nil {
+		if err := ep.wait(); err != nil && runErr == nil {
+			runErr = err
+		}
+	}
 	<-progDone
 	shutCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()

@@ -1,0 +1,272 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/kfollower/kfollower/fetcher"
+	"github.com/kfollower/kfollower/wire"
+	"github.com/kfollower/kfollower/wire/batch"
+	"github.com/kfollower/kfollower/wire/server"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// serveFlags binds the --serve settings.
+func (c *config) serveFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.Serve, "serve", c.Serve, "`address` to serve the local copy on as a read-only Kafka broker (host:port, bound exactly as given: :9092 listens on every interface; default: off)")
+	fs.StringVar(&c.ServeAdvertise, "serve-advertise", c.ServeAdvertise, "`host:port` that Kafka clients are told to connect to (default: the --serve address, which then must name a host)")
+	fs.IntVar(&c.ServeNodeID, "serve-node-id", c.ServeNodeID, "broker `id` the served one-broker cluster names")
+}
+
+// checkServe validates the --serve settings without touching the network.
+func (c *config) checkServe() error {
+	if c.Serve == "" {
+		if c.ServeAdvertise != "" || c.ServeNodeID != 0 {
+			return errors.New("--serve-advertise and --serve-node-id need --serve")
+		}
+		return nil
+	}
+	host, err := hostPort("--serve", c.Serve, true)
+	if err != nil {
+		return err
+	}
+	if c.ServeAdvertise != "" {
+		if _, err := hostPort("--serve-advertise", c.ServeAdvertise, false); err != nil {
+			return err
+		}
+	} else if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		return fmt.Errorf("--serve %s listens on every interface: give --serve-advertise HOST:PORT, the address clients are to connect to", c.Serve)
+	}
+	if c.ServeNodeID < 0 || c.ServeNodeID > 1<<31-1 {
+		return fmt.Errorf("--serve-node-id %d: want 0 to 2147483647", c.ServeNodeID)
+	}
+	return nil
+}
+
+// hostPort checks a host:port flag value; an empty host is allowed only
+// for a listen address. It returns the host.
+func hostPort(flagName, addr string, listen bool) (string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", fmt.Errorf("%s %q: want host:port: %v", flagName, addr, err)
+	}
+	if host == "" && !listen {
+		return "", fmt.Errorf("%s %q: no host", flagName, addr)
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil || port == "0" && !listen {
+		return "", fmt.Errorf("%s %q: bad port %q", flagName, addr, port)
+	}
+	return host, nil
+}
+
+// endpoint is the --serve listener and its server.
+type endpoint struct {
+	ln     net.Listener
+	srv    *server.Server
+	status serveStatus
+	done   chan struct{}
+	err    error // valid once done is closed
+	// fail stops the daemon when the server ends on its own.
+	fail context.CancelFunc
+}
+
+// serveStatus is the endpoint as /status shows it.
+type serveStatus struct {
+	Address    string `json:"address"`
+	Advertised string `json:"advertised"`
+	NodeID     int32  `json:"node_id"`
+	ClusterID  string `json:"cluster_id"`
+}
+
+// listenServe binds the --serve address; it runs before the data dir is
+// created, so a busy port leaves nothing behind. Nil without --serve.
+func listenServe(cfg *config) (net.Listener, error) {
+	if cfg.Serve == "" {
+		return nil, nil
+	}
+	ln, err := net.Listen("tcp", cfg.Serve)
+	if err != nil {
+		return nil, fmt.Errorf("listening for Kafka clients (--serve) on %s: %w", cfg.Serve, err)
+	}
+	return ln, nil
+}
+
+// newEndpoint makes the server over mgr's catalog; the cluster id is read
+// from, or created in, the data dir, which must be locked.
+func newEndpoint(cfg *config, ln net.Listener, mgr *fetcher.Manager, logger *slog.Logger) (*endpoint, error) {
+	id, err := loadClusterID(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	adv := cfg.ServeAdvertise
+	if adv == "" {
+		// checkServe made sure the listen address names a host; its
+		// port is the bound one (":0" in tests).
+		host, _, _ := net.SplitHostPort(cfg.Serve)
+		_, port, _ := net.SplitHostPort(ln.Addr().String())
+		adv = net.JoinHostPort(host, port)
+	}
+	dec := kgo.DefaultDecompressor()
+	srv, err := server.New(server.Config{
+		NodeID: int32(cfg.ServeNodeID), Advertise: adv, ClusterID: id,
+		Catalog: serveCatalog{mgr},
+		// ListOffsets by timestamp looks at the records of a compressed
+		// batch; kgo decompresses every codec a batch may carry.
+		Decompress: func(codec batch.Compression, data []byte) ([]byte, error) {
+			return dec.Decompress(data, kgo.CompressionCodecType(codec))
+		},
+		Logger: logger.With("component", "serve"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("--serve: %w", err)
+	}
+	return &endpoint{ln: ln, srv: srv, done: make(chan struct{}), status: serveStatus{
+		Address: ln.Addr().String(), Advertised: adv, NodeID: int32(cfg.ServeNodeID), ClusterID: id,
+	}}, nil
+}
+
+// notify is fetcher.Config.Changed: it wakes the long polls on tp.
+func (e *endpoint) notify(tp wire.TopicPartition) { e.srv.Notify(tp.Topic, tp.Partition) }
+
+// run serves until ctx ends and returns the context the fetcher is to run
+// under: it ends once the server has stopped, so no connection reads a log
+// the fetcher's shutdown closes. If the listener fails for good, the
+// fetcher is stopped too and e.err says why.
+func (e *endpoint) run(ctx context.Context) context.Context {
+	mctx, stopFetcher := context.WithCancel(context.WithoutCancel(ctx))
+	go func() {
+		defer close(e.done)
+		defer stopFetcher()
+		if e.err = e.srv.Serve(ctx, e.ln); e.err != nil && e.fail != nil {
+			e.fail()
+		}
+	}()
+	return mctx
+}
+
+// wait returns the server's error once it has stopped.
+func (e *endpoint) wait() error {
+	<-e.done
+	if e.err != nil {
+		return fmt.Errorf("serving Kafka clients on %s: %w", e.status.Address, e.err)
+	}
+	return nil
+}
+
+// serveCatalog serves what the fetcher has open.
+type serveCatalog struct{ mgr *fetcher.Manager }
+
+func (c serveCatalog) Topics() []server.Topic {
+	ts := c.mgr.CatalogTopics()
+	out := make([]server.Topic, len(ts))
+	for i, t := range ts {
+		out[i] = server.Topic{Name: t.Name, ID: t.ID, Partitions: t.Partitions}
+	}
+	return out
+}
+
+func (c serveCatalog) Partition(topic string, partition int32) (server.Log, int32, bool) {
+	l, epoch, ok := c.mgr.CatalogPartition(topic, partition)
+	if !ok {
+		return nil, 0, false
+	}
+	// The served epoch is at least the latest upstream epoch followed;
+	// the server raises it to the log's latest itself.
+	return l, max(epoch, 0), true
+}
+
+// clusterIDName is the file in the data dir holding the served cluster's
+// id: the copy's own, not the upstream one, so a client never takes it for
+// the cluster it follows.
+const clusterIDName = "kfollower-cluster-id"
+
+// loadClusterID reads the served cluster id from the data dir, or creates
+// one (a random UUID in Kafka's 22-character base64url form, as
+// Uuid.randomUuid().toString() gives) and writes it atomically.
+func loadClusterID(dataDir string) (string, error) {
+	path := filepath.Join(dataDir, clusterIDName)
+	b, err := os.ReadFile(path)
+	if err == nil {
+		id, ok := parseClusterIDFile(b)
+		if !ok {
+			return "", fmt.Errorf("cluster id file %s is corrupt (want \"0\\n<22-character base64url id>\\n\"); remove it to get a new cluster id", path)
+		}
+		return id, nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("reading cluster id file: %w", err)
+	}
+	var u [16]byte
+	if _, err := rand.Read(u[:]); err != nil {
+		return "", fmt.Errorf("generating a cluster id: %w", err)
+	}
+	id := base64.RawURLEncoding.EncodeToString(u[:])
+	if err := writeFileAtomic(path, []byte("0\n"+id+"\n")); err != nil {
+		return "", fmt.Errorf("writing cluster id file: %w", err)
+	}
+	return id, nil
+}
+
+func parseClusterIDFile(b []byte) (string, bool) {
+	version, id, ok := strings.Cut(string(b), "\n")
+	if !ok || version != "0" || !strings.HasSuffix(id, "\n") {
+		return "", false
+	}
+	id = strings.TrimSuffix(id, "\n")
+	u, err := base64.RawURLEncoding.DecodeString(id)
+	if err != nil || len(u) != 16 {
+		return "", false
+	}
+	return id, true
+}
+
+// writeFileAtomic replaces path with data: write a temporary file, fsync
+// it, rename it over path, fsync the directory (Kafka's CheckpointFile).
+func writeFileAtomic(path string, data []byte) error {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	d, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// statusFunc is what /status shows of e: nothing without --serve.
+func (e *endpoint) statusFunc() func() *serveStatus {
+	return func() *serveStatus {
+		if e == nil {
+			return nil
+		}
+		st := e.status
+		return &st
+	}
+}

@@ -1,0 +1,149 @@
+package fetcher
+
+import (
+	"sort"
+	"sync"
+
+	"github.com/kfollower/kfollower/storage"
+	"github.com/kfollower/kfollower/wire"
+)
+
+// CatalogTopic is one followed topic as a server of the copy lists it.
+type CatalogTopic struct {
+	Name string
+	// ID is the upstream topic id, from Metadata.
+	ID wire.TopicID
+	// Partitions is the upstream partition count of the last Metadata.
+	Partitions int32
+}
+
+// catalog is the read-only view of the logs the Manager holds, for a
+// server of the copy (cmd/kfollower's --serve). It has a lock of its own:
+// the logs' owners (Run, the workers) write it, any goroutine reads it.
+//
+// A log is registered when Run opens it and stays registered while its
+// partition moves between Run and the workers: the *storage.Log is the same
+// value wherever the part is, and its reads take its own read lock, safe
+// beside its one writer (storage's package doc, Concurrency). It is
+// dropped before Run closes it (a stop, a retired topic, shutdown); a read
+// already under way then gets the closed log's error, never its bytes.
+type catalog struct {
+	mu     sync.Mutex
+	topics map[string]CatalogTopic
+	logs   map[wire.TopicPartition]*servedLog
+}
+
+type servedLog struct {
+	log storage.Reader
+	// epoch is the highest upstream leader epoch the partition's state
+	// machine has followed; it never goes down.
+	epoch int32
+}
+
+// topic records a followed topic from Metadata.
+func (c *catalog) topic(name string, id wire.TopicID, partitions int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.topics == nil {
+		c.topics = map[string]CatalogTopic{}
+	}
+	c.topics[name] = CatalogTopic{Name: name, ID: id, Partitions: int32(partitions)}
+}
+
+// add serves l as tp's log. A log reopened after a storage failure
+// replaces the old one and keeps its served epoch, which never goes down.
+func (c *catalog) add(tp wire.TopicPartition, l storage.Reader) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.logs == nil {
+		c.logs = map[wire.TopicPartition]*servedLog{}
+	}
+	if s := c.logs[tp]; s != nil {
+		s.log = l
+		return
+	}
+	c.logs[tp] = &servedLog{log: l, epoch: -1}
+}
+
+// remove stops serving tp; its log is about to be closed.
+func (c *catalog) remove(tp wire.TopicPartition) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.logs, tp)
+}
+
+// retire stops listing topic: its partitions no longer follow it (it was
+// recreated upstream under a new id).
+func (c *catalog) retire(topic string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.topics, topic)
+	for tp := range c.logs {
+		if tp.Topic == topic {
+			delete(c.logs, tp)
+		}
+	}
+}
+
+// clear stops serving everything; every log is about to be closed.
+func (c *catalog) clear() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	clear(c.logs)
+}
+
+// raise lifts tp's served epoch to epoch if that is higher.
+func (c *catalog) raise(tp wire.TopicPartition, epoch int32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s := c.logs[tp]; s != nil && epoch > s.epoch {
+		s.epoch = epoch
+	}
+}
+
+// changed raises tp's served epoch to the leader epoch its state machine
+// follows and tells Config.Changed: called by p's owner after each step
+// that may have changed what a reader of the log sees (appends,
+// truncations, retention, flushes, hand-offs all end in publish).
+func (m *Manager) changed(p *part, leaderEpoch int32) {
+	m.catalog.raise(p.tp, leaderEpoch)
+	if m.cfg.Changed != nil {
+		m.cfg.Changed(p.tp)
+	}
+}
+
+// CatalogTopics lists the followed topics whose upstream id is known, by
+// name. Safe to call from any goroutine.
+func (m *Manager) CatalogTopics() []CatalogTopic {
+	m.catalog.mu.Lock()
+	out := make([]CatalogTopic, 0, len(m.catalog.topics))
+	for _, t := range m.catalog.topics {
+		out = append(out, t)
+	}
+	m.catalog.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// CatalogPartition is tp's log, read-only, and the highest upstream leader
+// epoch followed for it (-1 before the first Metadata names one); ok is
+// false while the partition has no open log (not yet opened, failed,
+// stopped, or the Manager has shut down). Safe to call from any goroutine;
+// the Reader's methods are safe beside the log's writer.
+func (m *Manager) CatalogPartition(topic string, partition int32) (log storage.Reader, leaderEpoch int32, ok bool) {
+	m.catalog.mu.Lock()
+	defer m.catalog.mu.Unlock()
+	s := m.catalog.logs[wire.TopicPartition{Topic: topic, Partition: partition}]
+	if s == nil {
+		return nil, -1, false
+	}
+	return s.log, s.epoch, true
+}
+
+// unserve stops serving tp, before its log is closed, and says so.
+func (m *Manager) unserve(tp wire.TopicPartition) {
+	m.catalog.remove(tp)
+	if m.cfg.Changed != nil {
+		m.cfg.Changed(tp)
+	}
+}
