@@ -120,6 +120,20 @@ func TestDriverErrorPathsKfake(t *testing.T) {
 	done <- nil // for the deferred receive
 
 	for _, e := range rec.Events() {
+		// One deviation of kfake's is known and depends on timing: after
+		// MoveTopicPartition bumps t-0 to epoch 1, kfake's
+		// OffsetForLeaderEpoch (pkg/kfake/23_offset_for_leader_epoch.go)
+		// derives epochs from the batches alone and seeds none at the
+		// election, so until a batch of epoch 1 is written it answers
+		// (-1, -1) for our epoch 0, where Kafka's
+		// LeaderEpochFileCache.endOffsetFor answers (0, end of epoch 0).
+		// kfollower is right to flag it and must not truncate on it, which
+		// the byte checks below prove; any other event fails.
+		if c, ok := e.(*follower.ConformanceEvent); ok && c.Check == follower.CheckUndefinedAnswer &&
+			c.Topic == "t" && c.Partition == 0 && c.LeaderEpoch == 1 {
+			t.Logf("kfake's known answer after the move: %v", e)
+			continue
+		}
 		t.Errorf("kfake cannot diverge, delete or break the protocol's rules, yet: %v", e)
 	}
 	seen := rec.Results()
