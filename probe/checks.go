@@ -386,7 +386,7 @@ func (p *partitionProbe) checkOffsets(ctx context.Context) (CheckResult, int64, 
 func (p *partitionProbe) epochObs(c *CheckResult, leaderMeta int32) {
 	if p.linOK {
 		c.add(Observation{
-			Request:  fmt.Sprintf("Metadata from the leader, broker %d, after the probe", p.l.pm.leader),
+			Request:  fmt.Sprintf("Metadata from the leader, broker %d, after the probe", p.l.pm.Leader),
 			Answer:   fmt.Sprintf("leader epoch %d", leaderMeta),
 			Expected: fmt.Sprintf("at least %d, the newest epoch of the lineage", p.lin.latest()),
 			Status:   passIf(leaderMeta >= p.lin.latest()),
