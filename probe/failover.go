@@ -285,44 +285,51 @@ func (s *scenario) move(ctx context.Context, n int, pm cluster.Partition) (clust
 // electPreferred runs a preferred election, retrying while the preferred
 // replica is not yet eligible; ELECTION_NOT_NEEDED means it already leads.
 func (s *scenario) electPreferred(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
-	defer cancel()
-	set := kadm.TopicsSet{}
-	set.Add(s.tp.Topic, s.tp.Partition)
-	for {
+	return s.poll(ctx, fmt.Sprintf("electing the preferred leader of %s", s.tp), func(ctx context.Context, set kadm.TopicsSet) (bool, error) {
 		res, err := s.adm.ElectLeaders(ctx, kadm.ElectPreferredReplica, set)
 		if err == nil {
 			err = res[s.tp.Topic][s.tp.Partition].Err
 		}
 		if err == nil || errors.Is(err, kerr.ElectionNotNeeded) {
-			return nil
+			return true, nil
 		}
 		if !errors.Is(err, kerr.PreferredLeaderNotAvailable) && !errors.Is(err, kerr.EligibleLeadersNotAvailable) {
-			return fmt.Errorf("electing the preferred leader of %s: %w", s.tp, err)
+			return false, err
 		}
-		if err := cluster.Backoff(ctx, 200*time.Millisecond); err != nil {
-			return fmt.Errorf("electing the preferred leader of %s: %w", s.tp, err)
-		}
-	}
+		return false, nil
+	})
 }
 
 // waitReassigned waits until no reassignment of the partition is under
 // way.
 func (s *scenario) waitReassigned(ctx context.Context) error {
+	return s.poll(ctx, fmt.Sprintf("waiting for the reassignment of %s to finish", s.tp), func(ctx context.Context, set kadm.TopicsSet) (bool, error) {
+		res, err := s.adm.ListPartitionReassignments(ctx, set)
+		if err == nil {
+			r, ok := res[s.tp.Topic][s.tp.Partition]
+			return !ok || len(r.AddingReplicas)+len(r.RemovingReplicas) == 0, nil
+		}
+		return false, nil
+	})
+}
+
+// poll calls try with the scratch partition every 200 ms until it is done
+// or fails, for at most Timeout; the error says what it was doing.
+func (s *scenario) poll(ctx context.Context, what string, try func(context.Context, kadm.TopicsSet) (done bool, err error)) error {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()
 	set := kadm.TopicsSet{}
 	set.Add(s.tp.Topic, s.tp.Partition)
 	for {
-		res, err := s.adm.ListPartitionReassignments(ctx, set)
-		if err == nil {
-			r, ok := res[s.tp.Topic][s.tp.Partition]
-			if !ok || len(r.AddingReplicas)+len(r.RemovingReplicas) == 0 {
-				return nil
-			}
+		done, err := try(ctx, set)
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		if done {
+			return nil
 		}
 		if err := cluster.Backoff(ctx, 200*time.Millisecond); err != nil {
-			return fmt.Errorf("waiting for the reassignment of %s to finish: %w", s.tp, err)
+			return fmt.Errorf("%s: %w", what, err)
 		}
 	}
 }
