@@ -56,7 +56,7 @@ func (s *leaderStream) run(ctx context.Context, offset, stopAt int64) {
 			// Leadership moved (wire.RetryAfterMetadata): go on with the
 			// leader a fresh Metadata answer names (see retry.go).
 			retries++
-			if backoff(ctx, time.Duration(retries)*200*time.Millisecond) != nil {
+			if cluster.Backoff(ctx, time.Duration(retries)*200*time.Millisecond) != nil {
 				return
 			}
 			m, merr := cluster.LoadMetadata(ctx, s.v.opts.Client, []string{tp.Topic})

@@ -1,13 +1,10 @@
 package audit
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"os"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/kfollower/kfollower/cluster"
@@ -37,7 +34,7 @@ func walkLineages(ctx context.Context, cl *kgo.Client, tps []wire.TopicPartition
 	todo := tps
 	for attempt := 0; len(todo) > 0; attempt++ {
 		if attempt > 0 {
-			if err := backoff(ctx, 200*time.Millisecond*time.Duration(attempt)); err != nil {
+			if err := cluster.Backoff(ctx, 200*time.Millisecond*time.Duration(attempt)); err != nil {
 				break
 			}
 			topics := map[string]bool{}
@@ -145,7 +142,7 @@ func Lineage(ctx context.Context, opts LineageOptions) (*LineageReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	tps := selectPartitions(meta, opts.Topics, opts.Partitions)
+	tps := meta.SelectPartitions(opts.Topics, opts.Partitions, false)
 	walked := walkLineages(ctx, opts.Client, tps, meta)
 	rep := &LineageReport{}
 	for _, tp := range tps {
@@ -163,35 +160,6 @@ func Lineage(ctx context.Context, opts LineageOptions) (*LineageReport, error) {
 		rep.Partitions = append(rep.Partitions, pl)
 	}
 	return rep, nil
-}
-
-// selectPartitions lists the partitions of topics, narrowed to parts when
-// given. A topic Metadata does not list still gets an entry per asked
-// partition (partition 0 when none was asked), so its error is reported.
-func selectPartitions(meta *cluster.Metadata, topics []string, parts []int32) []wire.TopicPartition {
-	var tps []wire.TopicPartition
-	for _, t := range topics {
-		n, ok := meta.Partitions(t)
-		if !ok {
-			ps := parts
-			if len(ps) == 0 {
-				ps = []int32{0}
-			}
-			for _, p := range ps {
-				tps = append(tps, wire.TopicPartition{Topic: t, Partition: p})
-			}
-			continue
-		}
-		for p := range n {
-			if len(parts) == 0 || slices.Contains(parts, p) {
-				tps = append(tps, wire.TopicPartition{Topic: t, Partition: p})
-			}
-		}
-	}
-	slices.SortFunc(tps, func(a, b wire.TopicPartition) int {
-		return cmp.Or(strings.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
-	})
-	return slices.Compact(tps)
 }
 
 func (pl *PartitionLineage) addLocal(dataDir string) error {

@@ -1,7 +1,9 @@
 // Package cluster asks a Kafka cluster, from outside and one request at a
-// time, the few questions kfollower's tools need: Metadata (LoadMetadata),
-// one Fetch of one partition from its leader (Fetch, ChunkOf), and, batched
-// one request per leader broker and sent concurrently, OffsetsForLeaderEpoch
+// time, the few questions kfollower's tools need: Metadata (LoadMetadata,
+// or MetadataRequest and MetadataOf for a caller that sends it its own
+// way; Lookup and SelectPartitions read the answer), one Fetch of one
+// partition from its leader (Fetch, ChunkOf), and, batched one request per
+// leader broker and sent concurrently, OffsetsForLeaderEpoch
 // (OffsetsForLeaderEpoch) and the log start offsets (LogStartOffsets).
 //
 // The requests are built by package wire, the same builders the fetcher
@@ -13,7 +15,8 @@
 //
 // The daemon does not use this package: its fetcher keeps long-lived,
 // pipelined requests per broker. Here each call is one round trip, and the
-// caller decides what to retry (wire.RetryAfterMetadata).
+// caller decides what to retry (wire.RetryAfterMetadata), waiting Backoff
+// before it asks Metadata again.
 //
 // May import: wire, wire/batch and franz-go (kgo, kmsg, kerr), plus the
 // standard library.

@@ -80,13 +80,7 @@ func (p *partitionProbe) checkLineage(ctx context.Context, walk []Observation, v
 		}
 		exp := fmt.Sprintf("NONE, a batch starting at %d (the start of epoch %d) with partition leader epoch %d", s, e.Epoch, e.Epoch)
 		o := Observation{Request: desc, Answer: f.String(), Expected: exp}
-		switch h := f.first; {
-		case f.ErrorCode != 0 || f.scanErr != nil:
-			o.Status = Fail
-		case h == nil:
-			o.Status = NotApplicable
-			o.Expected += fmt.Sprintf("; nothing there a consumer may read yet (high watermark %d)", f.HighWatermark)
-		default:
+		if h := f.first; !o.unreadable(f) {
 			want, _ := p.lin.epochAt(max(h.BaseOffset, s))
 			// The first entry may start inside a batch: DeleteRecords can
 			// put the log start there (truncateFromStart, docs/kafka.md
@@ -109,11 +103,7 @@ func (p *partitionProbe) checkLineage(ctx context.Context, walk []Observation, v
 		o = Observation{Request: desc, Answer: f.String(),
 			Expected: fmt.Sprintf("NONE, a batch ending at %d (before epoch %d starts) with partition leader epoch %d", s-1, e.Epoch, prev.Epoch)}
 		switch h := f.first; {
-		case f.ErrorCode != 0 || f.scanErr != nil:
-			o.Status = Fail
-		case h == nil:
-			o.Status = NotApplicable
-			o.Expected += fmt.Sprintf("; nothing there a consumer may read yet (high watermark %d)", f.HighWatermark)
+		case o.unreadable(f):
 		case h.BaseOffset >= s:
 			o.Status = NotApplicable
 			o.Expected += fmt.Sprintf("; no batch ends at %d (compacted)", s-1)
@@ -130,6 +120,22 @@ func (p *partitionProbe) checkLineage(ctx context.Context, walk []Observation, v
 		r.Status, r.Reason = NotApplicable, "no committed batch to compare with the lineage"
 	}
 	return r, nil
+}
+
+// unreadable judges a Fetch answer with no batch to compare: Fail for an
+// error code or an invalid batch, n/a when a consumer may read nothing
+// there yet. It reports whether it judged o.
+func (o *Observation) unreadable(f fetched) bool {
+	switch {
+	case f.ErrorCode != 0 || f.scanErr != nil:
+		o.Status = Fail
+	case f.first == nil:
+		o.Status = NotApplicable
+		o.Expected += fmt.Sprintf("; nothing there a consumer may read yet (high watermark %d)", f.HighWatermark)
+	default:
+		return false
+	}
+	return true
 }
 
 // checkEpochGaps (check 2) asks about epochs that were never this leader's
@@ -386,7 +392,7 @@ func (p *partitionProbe) checkOffsets(ctx context.Context) (CheckResult, int64, 
 func (p *partitionProbe) epochObs(c *CheckResult, leaderMeta int32) {
 	if p.linOK {
 		c.add(Observation{
-			Request:  fmt.Sprintf("Metadata from the leader, broker %d, after the probe", p.l.pm.leader),
+			Request:  fmt.Sprintf("Metadata from the leader, broker %d, after the probe", p.l.pm.Leader),
 			Answer:   fmt.Sprintf("leader epoch %d", leaderMeta),
 			Expected: fmt.Sprintf("at least %d, the newest epoch of the lineage", p.lin.latest()),
 			Status:   passIf(leaderMeta >= p.lin.latest()),

@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
+	"github.com/kfollower/kfollower/cluster"
 	"github.com/kfollower/kfollower/wire"
 	"github.com/kfollower/kfollower/wire/batch"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -39,80 +39,17 @@ func (k kgoCluster) Request(ctx context.Context, broker int32, req kmsg.Request)
 	return k.cl.Broker(int(broker)).Request(ctx, req)
 }
 
-// partitionMeta is what Metadata says of one partition.
-type partitionMeta struct {
-	topicID       wire.TopicID
-	leader        int32 // -1: none
-	leaderEpoch   int32
-	replicas, isr []int32
-	err           error
-}
-
-// clusterMeta is one Metadata answer: the partitions of each topic asked
-// about, or the topic's error.
-type clusterMeta struct {
-	parts     map[wire.TopicPartition]partitionMeta
-	count     map[string]int32
-	topicErrs map[string]error
-	brokers   []int32 // sorted
-}
-
-// loadMetadata asks broker (AnyBroker: any) for the metadata of topics.
-func loadMetadata(ctx context.Context, c Cluster, broker int32, topics []string) (*clusterMeta, error) {
-	req := kmsg.NewPtrMetadataRequest()
-	req.Topics = []kmsg.MetadataRequestTopic{}
-	for _, t := range topics {
-		rt := kmsg.NewMetadataRequestTopic()
-		rt.Topic = kmsg.StringPtr(t)
-		req.Topics = append(req.Topics, rt)
-	}
-	kr, err := c.Request(ctx, broker, req)
+// loadMetadata asks broker (AnyBroker: any) for the metadata of topics
+// (cluster.MetadataRequest, read by cluster.MetadataOf).
+func loadMetadata(ctx context.Context, c Cluster, broker int32, topics []string) (*cluster.Metadata, error) {
+	kr, err := c.Request(ctx, broker, cluster.MetadataRequest(topics))
 	if err != nil {
 		if broker != AnyBroker {
 			return nil, fmt.Errorf("metadata for %v from broker %d: %w", topics, broker, err)
 		}
 		return nil, fmt.Errorf("metadata for %v: %w", topics, err)
 	}
-	resp := kr.(*kmsg.MetadataResponse)
-	m := &clusterMeta{parts: map[wire.TopicPartition]partitionMeta{}, count: map[string]int32{}, topicErrs: map[string]error{}}
-	for _, b := range resp.Brokers {
-		m.brokers = append(m.brokers, b.NodeID)
-	}
-	slices.Sort(m.brokers)
-	for _, t := range resp.Topics {
-		if t.Topic == nil {
-			continue
-		}
-		if err := kerr.ErrorForCode(t.ErrorCode); err != nil {
-			m.topicErrs[*t.Topic] = err
-			continue
-		}
-		m.count[*t.Topic] = int32(len(t.Partitions))
-		for _, p := range t.Partitions {
-			m.parts[wire.TopicPartition{Topic: *t.Topic, Partition: p.Partition}] = partitionMeta{
-				topicID: t.TopicID, leader: p.Leader, leaderEpoch: p.LeaderEpoch, replicas: p.Replicas, isr: p.ISR,
-				err: kerr.ErrorForCode(p.ErrorCode),
-			}
-		}
-	}
-	return m, nil
-}
-
-// lookup returns tp's metadata, or why there is none to probe with.
-func (m *clusterMeta) lookup(tp wire.TopicPartition) (partitionMeta, error) {
-	if err, ok := m.topicErrs[tp.Topic]; ok {
-		return partitionMeta{}, fmt.Errorf("topic %s: %w", tp.Topic, err)
-	}
-	pm, ok := m.parts[tp]
-	switch {
-	case !ok:
-		return pm, fmt.Errorf("%s: not in the cluster's metadata", tp)
-	case pm.err != nil && !errors.Is(pm.err, kerr.LeaderNotAvailable):
-		return pm, fmt.Errorf("%s: %w", tp, pm.err)
-	case pm.leader < 0:
-		return pm, fmt.Errorf("%s: no leader", tp)
-	}
-	return pm, nil
+	return cluster.MetadataOf(kr.(*kmsg.MetadataResponse)), nil
 }
 
 // apiVersions is the highest version of each API a broker supports.
@@ -173,7 +110,7 @@ type leaderConn struct {
 	c     Cluster
 	tp    wire.TopicPartition
 	id    wire.TopicID
-	pm    partitionMeta
+	pm    cluster.Partition
 	epoch int32 // the current epoch, from Metadata
 	// hws are the answers of every Fetch fenced with the current epoch
 	// that the leader answered NONE, in the order they came.
@@ -195,14 +132,14 @@ type hwSample struct {
 // (wire.OffsetsForLeaderEpochRequest: replica id -1).
 func (l *leaderConn) epochs(ctx context.Context, current, epoch int32) (wire.EpochAnswer, error) {
 	qs := map[wire.TopicPartition]wire.EpochQuery{l.tp: {CurrentLeaderEpoch: current, LeaderEpoch: epoch}}
-	kr, err := l.c.Request(ctx, l.pm.leader, wire.OffsetsForLeaderEpochRequest(qs))
+	kr, err := l.c.Request(ctx, l.pm.Leader, wire.OffsetsForLeaderEpochRequest(qs))
 	if err != nil {
-		return wire.EpochAnswer{}, fmt.Errorf("OffsetsForLeaderEpoch for %s to broker %d: %w", l.tp, l.pm.leader, err)
+		return wire.EpochAnswer{}, fmt.Errorf("OffsetsForLeaderEpoch for %s to broker %d: %w", l.tp, l.pm.Leader, err)
 	}
 	as, _ := wire.OffsetsForLeaderEpochReplies(kr.(*kmsg.OffsetForLeaderEpochResponse), qs)
 	a, ok := as[l.tp]
 	if !ok {
-		return a, fmt.Errorf("OffsetsForLeaderEpoch for %s to broker %d: the partition is missing from the answer", l.tp, l.pm.leader)
+		return a, fmt.Errorf("OffsetsForLeaderEpoch for %s to broker %d: the partition is missing from the answer", l.tp, l.pm.Leader)
 	}
 	return a, nil
 }
@@ -224,14 +161,14 @@ func (l *leaderConn) logEnd(ctx context.Context, current int32) (wire.ListedOffs
 }
 
 func (l *leaderConn) listed(ctx context.Context, req *kmsg.ListOffsetsRequest, qs map[wire.TopicPartition]wire.ListOffsetsQuery, what string) (wire.ListedOffset, error) {
-	kr, err := l.c.Request(ctx, l.pm.leader, req)
+	kr, err := l.c.Request(ctx, l.pm.Leader, req)
 	if err != nil {
-		return wire.ListedOffset{}, fmt.Errorf("ListOffsets %s for %s to broker %d: %w", what, l.tp, l.pm.leader, err)
+		return wire.ListedOffset{}, fmt.Errorf("ListOffsets %s for %s to broker %d: %w", what, l.tp, l.pm.Leader, err)
 	}
 	as, _ := wire.ListedOffsets(kr.(*kmsg.ListOffsetsResponse), qs)
 	a, ok := as[l.tp]
 	if !ok {
-		return a, fmt.Errorf("ListOffsets %s for %s to broker %d: the partition is missing from the answer", what, l.tp, l.pm.leader)
+		return a, fmt.Errorf("ListOffsets %s for %s to broker %d: the partition is missing from the answer", what, l.tp, l.pm.Leader)
 	}
 	return a, nil
 }
@@ -283,15 +220,15 @@ func (l *leaderConn) fetch(ctx context.Context, offset int64, current, lastFetch
 	desc := fmt.Sprintf("Fetch offset=%d lastFetchedEpoch=%d currentLeaderEpoch=%d", offset, lastFetchedEpoch, current)
 	var f fetched
 	for _, limit := range []int32{fetchLimit, fetchLimitMax} {
-		kr, err := l.c.Request(ctx, l.pm.leader, wire.FetchRequest(fs, ids, wire.FetchLimits{MaxWaitMillis: 0, MinBytes: 1, MaxBytes: limit, PartitionMaxBytes: limit}))
+		kr, err := l.c.Request(ctx, l.pm.Leader, wire.FetchRequest(fs, ids, wire.FetchLimits{MaxWaitMillis: 0, MinBytes: 1, MaxBytes: limit, PartitionMaxBytes: limit}))
 		if err != nil {
-			return fetched{}, desc, fmt.Errorf("fetching %s at %d from broker %d: %w", l.tp, offset, l.pm.leader, err)
+			return fetched{}, desc, fmt.Errorf("fetching %s at %d from broker %d: %w", l.tp, offset, l.pm.Leader, err)
 		}
 		resp := kr.(*kmsg.FetchResponse)
 		as, _ := wire.FetchReplies(resp, fs, ids)
 		a, ok := as[l.tp]
 		if !ok {
-			return fetched{}, desc, fmt.Errorf("fetching %s at %d from broker %d: the partition is missing from the answer", l.tp, offset, l.pm.leader)
+			return fetched{}, desc, fmt.Errorf("fetching %s at %d from broker %d: the partition is missing from the answer", l.tp, offset, l.pm.Leader)
 		}
 		f = fetched{FetchAnswer: a, LastStableOffset: lastStable(resp, l.tp, l.id)}
 		sc := batch.NewScanner(a.Records)

@@ -44,6 +44,9 @@
 // Every request goes through the Cluster interface, so the unit tests put
 // a crafted broker behind it; KgoCluster adapts a kgo client.
 //
-// May import: wire, wire/batch and franz-go (kgo, kmsg, kerr, kadm), plus
-// the standard library.
+// Metadata is read, partitions selected and retries spaced by package
+// cluster, as for the audit tools.
+//
+// May import: cluster, wire, wire/batch and franz-go (kgo, kmsg, kerr,
+// kadm), plus the standard library.
 package probe

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/kfollower/kfollower/cluster"
 	"github.com/kfollower/kfollower/wire"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -78,16 +79,16 @@ func Failover(ctx context.Context, opts FailoverOptions) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	switch _, err := meta.lookup(s.tp); {
+	switch _, err := meta.Lookup(s.tp); {
 	case err == nil:
 		return nil, fmt.Errorf("failover: topic %s exists; the scenario writes only to a topic it creates", opts.Topic)
 	case !errors.Is(err, kerr.UnknownTopicOrPartition):
 		return nil, fmt.Errorf("failover: cannot tell whether topic %s exists: %w", opts.Topic, err)
 	}
-	if len(meta.brokers) < 2 {
-		return nil, fmt.Errorf("failover: the cluster has %d broker(s); moving a leadership needs 2 or more", len(meta.brokers))
+	if len(meta.Brokers()) < 2 {
+		return nil, fmt.Errorf("failover: the cluster has %d broker(s); moving a leadership needs 2 or more", len(meta.Brokers()))
 	}
-	s.brokers = meta.brokers
+	s.brokers = meta.Brokers()
 	moves := "preferred elections"
 	if len(s.brokers) >= 3 {
 		moves += " and reassignments"
@@ -136,13 +137,13 @@ func (s *scenario) run(ctx context.Context) *Report {
 			Leader: -1, LeaderEpoch: -1, LogStart: -1, HighWatermark: -1, LogEnd: -1, Error: err.Error()})
 		return rep
 	}
-	pm, err := s.waitFor(ctx, "a leader and both replicas in the ISR", func(pm partitionMeta) bool {
-		return pm.leader >= 0 && len(pm.replicas) == 2 && sameSet(pm.isr, pm.replicas)
+	pm, err := s.waitFor(ctx, "a leader and both replicas in the ISR", func(pm cluster.Partition) bool {
+		return pm.Leader >= 0 && len(pm.Replicas) == 2 && sameSet(pm.ISR, pm.Replicas)
 	})
 	if err != nil {
 		return fail("created", err)
 	}
-	step := fmt.Sprintf("created: leader %d, epoch %d", pm.leader, pm.leaderEpoch)
+	step := fmt.Sprintf("created: leader %d, epoch %d", pm.Leader, pm.LeaderEpoch)
 	for move := 0; ; move++ {
 		var grew *CheckResult
 		if len(s.epochs) > 0 {
@@ -150,14 +151,14 @@ func (s *scenario) run(ctx context.Context) *Report {
 			c := newCheck(CheckFailoverEpoch)
 			c.add(Observation{
 				Request:  "Metadata once the move settled",
-				Answer:   fmt.Sprintf("leader %d, epoch %d", pm.leader, pm.leaderEpoch),
+				Answer:   fmt.Sprintf("leader %d, epoch %d", pm.Leader, pm.LeaderEpoch),
 				Expected: fmt.Sprintf("an epoch above %d, the highest of the leaderships before (%v)", prev, s.epochs),
-				Status:   passIf(pm.leaderEpoch > prev),
+				Status:   passIf(pm.LeaderEpoch > prev),
 			})
 			c = c.finish("")
 			grew = &c
 		}
-		s.epochs = append(s.epochs, pm.leaderEpoch)
+		s.epochs = append(s.epochs, pm.LeaderEpoch)
 		s.logf("%s; writing %d records", step, s.opts.Records)
 		first, err := s.produce(ctx)
 		if err != nil {
@@ -180,7 +181,7 @@ func (s *scenario) run(ctx context.Context) *Report {
 // probe runs checks 1–5 on the scratch partition, then checks that the
 // epoch of this leadership starts in the lineage at first, the first
 // offset written in it.
-func (s *scenario) probe(ctx context.Context, step string, pm partitionMeta, first int64) PartitionReport {
+func (s *scenario) probe(ctx context.Context, step string, pm cluster.Partition, first int64) PartitionReport {
 	meta, err := loadMetadata(ctx, s.c, AnyBroker, []string{s.tp.Topic})
 	if err != nil {
 		return PartitionReport{Topic: s.tp.Topic, Partition: s.tp.Partition, Step: step, Error: err.Error()}
@@ -195,15 +196,15 @@ func (s *scenario) probe(ctx context.Context, step string, pm partitionMeta, fir
 	c := newCheck(CheckFailoverStart)
 	var got string
 	for _, e := range pr.Lineage {
-		if e.Epoch == pm.leaderEpoch {
+		if e.Epoch == pm.LeaderEpoch {
 			got = e.String()
 		}
 	}
 	c.add(Observation{
-		Request:  fmt.Sprintf("the lineage walked after writing from offset %d in epoch %d", first, pm.leaderEpoch),
-		Answer:   fmt.Sprintf("%s (entry for epoch %d: %s)", orDash(lineage{entries: pr.Lineage}.String()), pm.leaderEpoch, orDash(got)),
-		Expected: fmt.Sprintf("an entry %d@%d", pm.leaderEpoch, first),
-		Status:   passIf(got == Epoch{Epoch: pm.leaderEpoch, StartOffset: first}.String()),
+		Request:  fmt.Sprintf("the lineage walked after writing from offset %d in epoch %d", first, pm.LeaderEpoch),
+		Answer:   fmt.Sprintf("%s (entry for epoch %d: %s)", orDash(lineage{entries: pr.Lineage}.String()), pm.LeaderEpoch, orDash(got)),
+		Expected: fmt.Sprintf("an entry %d@%d", pm.LeaderEpoch, first),
+		Status:   passIf(got == Epoch{Epoch: pm.LeaderEpoch, StartOffset: first}.String()),
 	})
 	pr.Checks = append(pr.Checks, c.finish(""))
 	return pr
@@ -229,27 +230,27 @@ func (s *scenario) produce(ctx context.Context) (int64, error) {
 	return first, nil
 }
 
-// move moves the leadership away from pm.leader: an even move reorders
+// move moves the leadership away from pm.Leader: an even move reorders
 // the replicas and runs a preferred election; an odd one, given a third
 // broker, reassigns the partition to the follower and that broker, taking
 // the leader out. It returns once the reassignment is done, the ISR is
 // full and the new leader leads.
-func (s *scenario) move(ctx context.Context, n int, pm partitionMeta) (partitionMeta, string, error) {
-	follower := pm.replicas[0]
-	if follower == pm.leader {
-		follower = pm.replicas[1]
+func (s *scenario) move(ctx context.Context, n int, pm cluster.Partition) (cluster.Partition, string, error) {
+	follower := pm.Replicas[0]
+	if follower == pm.Leader {
+		follower = pm.Replicas[1]
 	}
 	var target []int32
 	var how string
 	if n%2 == 1 && len(s.brokers) >= 3 {
-		outsider := s.brokers[slices.IndexFunc(s.brokers, func(b int32) bool { return !slices.Contains(pm.replicas, b) })]
+		outsider := s.brokers[slices.IndexFunc(s.brokers, func(b int32) bool { return !slices.Contains(pm.Replicas, b) })]
 		target = []int32{follower, outsider}
-		how = fmt.Sprintf("reassignment %v → %v", pm.replicas, target)
+		how = fmt.Sprintf("reassignment %v → %v", pm.Replicas, target)
 	} else {
-		target = []int32{follower, pm.leader}
-		how = fmt.Sprintf("preferred election after reordering %v → %v", pm.replicas, target)
+		target = []int32{follower, pm.Leader}
+		how = fmt.Sprintf("preferred election after reordering %v → %v", pm.Replicas, target)
 	}
-	s.logf("moving the leadership of %s away from broker %d (epoch %d): %s", s.tp, pm.leader, pm.leaderEpoch, how)
+	s.logf("moving the leadership of %s away from broker %d (epoch %d): %s", s.tp, pm.Leader, pm.LeaderEpoch, how)
 	req := kadm.AlterPartitionAssignmentsReq{}
 	req.Assign(s.tp.Topic, s.tp.Partition, target)
 	res, err := s.adm.AlterPartitionAssignments(ctx, req)
@@ -259,7 +260,7 @@ func (s *scenario) move(ctx context.Context, n int, pm partitionMeta) (partition
 	if err != nil {
 		return pm, how, fmt.Errorf("%s: %w", how, err)
 	}
-	settled := func(p partitionMeta) bool { return slices.Equal(p.replicas, target) && sameSet(p.isr, target) }
+	settled := func(p cluster.Partition) bool { return slices.Equal(p.Replicas, target) && sameSet(p.ISR, target) }
 	if _, err := s.waitFor(ctx, fmt.Sprintf("replicas and ISR %v", target), settled); err != nil {
 		return pm, how, fmt.Errorf("%s: %w", how, err)
 	}
@@ -272,82 +273,89 @@ func (s *scenario) move(ctx context.Context, n int, pm partitionMeta) (partition
 	if err := s.electPreferred(ctx); err != nil {
 		return pm, how, fmt.Errorf("%s: %w", how, err)
 	}
-	after, err := s.waitFor(ctx, fmt.Sprintf("leader %d", target[0]), func(p partitionMeta) bool {
-		return p.leader == target[0] && settled(p)
+	after, err := s.waitFor(ctx, fmt.Sprintf("leader %d", target[0]), func(p cluster.Partition) bool {
+		return p.Leader == target[0] && settled(p)
 	})
 	if err != nil {
 		return pm, how, fmt.Errorf("%s: %w", how, err)
 	}
-	return after, fmt.Sprintf("after %s: leader %d, epoch %d", how, after.leader, after.leaderEpoch), nil
+	return after, fmt.Sprintf("after %s: leader %d, epoch %d", how, after.Leader, after.LeaderEpoch), nil
 }
 
 // electPreferred runs a preferred election, retrying while the preferred
 // replica is not yet eligible; ELECTION_NOT_NEEDED means it already leads.
 func (s *scenario) electPreferred(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
-	defer cancel()
-	set := kadm.TopicsSet{}
-	set.Add(s.tp.Topic, s.tp.Partition)
-	for {
+	return s.poll(ctx, fmt.Sprintf("electing the preferred leader of %s", s.tp), func(ctx context.Context, set kadm.TopicsSet) (bool, error) {
 		res, err := s.adm.ElectLeaders(ctx, kadm.ElectPreferredReplica, set)
 		if err == nil {
 			err = res[s.tp.Topic][s.tp.Partition].Err
 		}
 		if err == nil || errors.Is(err, kerr.ElectionNotNeeded) {
-			return nil
+			return true, nil
 		}
 		if !errors.Is(err, kerr.PreferredLeaderNotAvailable) && !errors.Is(err, kerr.EligibleLeadersNotAvailable) {
-			return fmt.Errorf("electing the preferred leader of %s: %w", s.tp, err)
+			return false, err
 		}
-		if err := sleep(ctx, 200*time.Millisecond); err != nil {
-			return fmt.Errorf("electing the preferred leader of %s: %w", s.tp, err)
-		}
-	}
+		return false, nil
+	})
 }
 
 // waitReassigned waits until no reassignment of the partition is under
 // way.
 func (s *scenario) waitReassigned(ctx context.Context) error {
+	return s.poll(ctx, fmt.Sprintf("waiting for the reassignment of %s to finish", s.tp), func(ctx context.Context, set kadm.TopicsSet) (bool, error) {
+		res, err := s.adm.ListPartitionReassignments(ctx, set)
+		if err == nil {
+			r, ok := res[s.tp.Topic][s.tp.Partition]
+			return !ok || len(r.AddingReplicas)+len(r.RemovingReplicas) == 0, nil
+		}
+		return false, nil
+	})
+}
+
+// poll calls try with the scratch partition every 200 ms until it is done
+// or fails, for at most Timeout; the error says what it was doing.
+func (s *scenario) poll(ctx context.Context, what string, try func(context.Context, kadm.TopicsSet) (done bool, err error)) error {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()
 	set := kadm.TopicsSet{}
 	set.Add(s.tp.Topic, s.tp.Partition)
 	for {
-		res, err := s.adm.ListPartitionReassignments(ctx, set)
-		if err == nil {
-			r, ok := res[s.tp.Topic][s.tp.Partition]
-			if !ok || len(r.AddingReplicas)+len(r.RemovingReplicas) == 0 {
-				return nil
-			}
+		done, err := try(ctx, set)
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
 		}
-		if err := sleep(ctx, 200*time.Millisecond); err != nil {
-			return fmt.Errorf("waiting for the reassignment of %s to finish: %w", s.tp, err)
+		if done {
+			return nil
+		}
+		if err := cluster.Backoff(ctx, 200*time.Millisecond); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
 		}
 	}
 }
 
 // waitFor polls Metadata until the partition meets cond, for at most
 // Timeout.
-func (s *scenario) waitFor(ctx context.Context, what string, cond func(partitionMeta) bool) (partitionMeta, error) {
+func (s *scenario) waitFor(ctx context.Context, what string, cond func(cluster.Partition) bool) (cluster.Partition, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()
 	last := "nothing"
 	for {
 		meta, err := loadMetadata(ctx, s.c, AnyBroker, []string{s.tp.Topic})
 		if err == nil {
-			pm, err := meta.lookup(s.tp)
+			pm, err := meta.Lookup(s.tp)
 			if err == nil && cond(pm) {
 				return pm, nil
 			}
-			last = fmt.Sprintf("leader %d, epoch %d, replicas %v, ISR %v", pm.leader, pm.leaderEpoch, pm.replicas, pm.isr)
+			last = fmt.Sprintf("leader %d, epoch %d, replicas %v, ISR %v", pm.Leader, pm.LeaderEpoch, pm.Replicas, pm.ISR)
 			if err != nil {
 				last = err.Error()
 			}
 		} else {
 			last = err.Error()
 		}
-		if err := sleep(ctx, 200*time.Millisecond); err != nil {
-			return partitionMeta{}, fmt.Errorf("waiting for %s to have %s: %w; last seen: %s", s.tp, what, err, last)
+		if err := cluster.Backoff(ctx, 200*time.Millisecond); err != nil {
+			return cluster.Partition{}, fmt.Errorf("waiting for %s to have %s: %w; last seen: %s", s.tp, what, err, last)
 		}
 	}
 }

@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
+	"github.com/kfollower/kfollower/cluster"
 	"github.com/kfollower/kfollower/wire"
 )
 
@@ -65,55 +65,17 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	}
 	vers := map[int32]apiVersions{}
 	rep := &Report{}
-	for _, tp := range selectPartitions(meta, opts.Topics, opts.Partitions) {
+	for _, tp := range meta.SelectPartitions(opts.Topics, opts.Partitions, true) {
 		rep.Partitions = append(rep.Partitions, probePartition(ctx, opts, tp, meta, vers))
 	}
 	return rep, nil
-}
-
-// selectPartitions lists the partitions of topics, narrowed to parts when
-// given, sorted. A topic Metadata does not list still gets an entry per
-// asked partition (partition 0 when none was asked), so its error is
-// reported.
-func selectPartitions(meta *clusterMeta, topics []string, parts []int32) []wire.TopicPartition {
-	var tps []wire.TopicPartition
-	for _, t := range topics {
-		n, ok := meta.count[t]
-		if !ok {
-			ps := parts
-			if len(ps) == 0 {
-				ps = []int32{0}
-			}
-			for _, p := range ps {
-				tps = append(tps, wire.TopicPartition{Topic: t, Partition: p})
-			}
-			continue
-		}
-		for p := range n {
-			if len(parts) == 0 || slices.Contains(parts, p) {
-				tps = append(tps, wire.TopicPartition{Topic: t, Partition: p})
-			}
-		}
-		for _, p := range parts {
-			if p >= n {
-				tps = append(tps, wire.TopicPartition{Topic: t, Partition: p})
-			}
-		}
-	}
-	slices.SortFunc(tps, func(a, b wire.TopicPartition) int {
-		if c := strings.Compare(a.Topic, b.Topic); c != 0 {
-			return c
-		}
-		return int(a.Partition - b.Partition)
-	})
-	return slices.Compact(tps)
 }
 
 // probePartition probes tp until one probe ran under a single leadership:
 // the leader's own Metadata, read last, names the same leader and no later
 // epoch than the probe started with. Otherwise, or after an error, it waits, reads
 // Metadata again and starts over, up to Attempts times.
-func probePartition(ctx context.Context, o Options, tp wire.TopicPartition, meta *clusterMeta, vers map[int32]apiVersions) PartitionReport {
+func probePartition(ctx context.Context, o Options, tp wire.TopicPartition, meta *cluster.Metadata, vers map[int32]apiVersions) PartitionReport {
 	var why []string
 	wait := o.Backoff
 	for attempt := 1; ; attempt++ {
@@ -128,7 +90,7 @@ func probePartition(ctx context.Context, o Options, tp wire.TopicPartition, meta
 			pr.Error = strings.Join(why, "; then ")
 			return pr
 		}
-		if err := sleep(ctx, wait); err != nil {
+		if err := cluster.Backoff(ctx, wait); err != nil {
 			pr.Checks, pr.Error = nil, strings.Join(append(why, err.Error()), "; then ")
 			return pr
 		}
@@ -145,19 +107,19 @@ func probePartition(ctx context.Context, o Options, tp wire.TopicPartition, meta
 // errMoved says the leadership changed while a partition was probed.
 var errMoved = errors.New("the leadership changed during the probe")
 
-func probeAttempt(ctx context.Context, o Options, tp wire.TopicPartition, meta *clusterMeta, vers map[int32]apiVersions) (PartitionReport, error) {
+func probeAttempt(ctx context.Context, o Options, tp wire.TopicPartition, meta *cluster.Metadata, vers map[int32]apiVersions) (PartitionReport, error) {
 	pr := PartitionReport{Topic: tp.Topic, Partition: tp.Partition, Leader: -1, LeaderEpoch: -1, LogStart: -1, HighWatermark: -1, LogEnd: -1}
-	pm, err := meta.lookup(tp)
+	pm, err := meta.Lookup(tp)
 	if err != nil {
 		return pr, err
 	}
-	pr.Leader, pr.LeaderEpoch = pm.leader, pm.leaderEpoch
-	v, ok := vers[pm.leader]
+	pr.Leader, pr.LeaderEpoch = pm.Leader, pm.LeaderEpoch
+	v, ok := vers[pm.Leader]
 	if !ok {
-		if v, err = loadAPIVersions(ctx, o.Cluster, pm.leader); err != nil {
+		if v, err = loadAPIVersions(ctx, o.Cluster, pm.Leader); err != nil {
 			return pr, err
 		}
-		vers[pm.leader] = v
+		vers[pm.Leader] = v
 	}
 	after, err := probeOnce(ctx, o, &pr, pm, v)
 	if err != nil {
@@ -165,8 +127,8 @@ func probeAttempt(ctx context.Context, o Options, tp wire.TopicPartition, meta *
 	}
 	// A lower epoch from the same leader is not a move but an answer
 	// check 5 judges: the leader accepted the epoch as current all along.
-	if after.leader != pm.leader || after.leaderEpoch > pm.leaderEpoch {
-		return pr, fmt.Errorf("%w: leader %d epoch %d, then leader %d epoch %d", errMoved, pm.leader, pm.leaderEpoch, after.leader, after.leaderEpoch)
+	if after.Leader != pm.Leader || after.LeaderEpoch > pm.LeaderEpoch {
+		return pr, fmt.Errorf("%w: leader %d epoch %d, then leader %d epoch %d", errMoved, pm.Leader, pm.LeaderEpoch, after.Leader, after.LeaderEpoch)
 	}
 	return pr, nil
 }
@@ -184,16 +146,16 @@ func (e *answerError) Error() string {
 // probeOnce runs the five checks on one partition under the leadership pm
 // names, filling pr, and returns what the leader's own Metadata says after
 // them.
-func probeOnce(ctx context.Context, o Options, pr *PartitionReport, pm partitionMeta, v apiVersions) (partitionMeta, error) {
+func probeOnce(ctx context.Context, o Options, pr *PartitionReport, pm cluster.Partition, v apiVersions) (cluster.Partition, error) {
 	tp := wire.TopicPartition{Topic: pr.Topic, Partition: pr.Partition}
-	l := &leaderConn{c: o.Cluster, tp: tp, id: pm.topicID, pm: pm, epoch: pm.leaderEpoch, maxBatchEpoch: -1}
-	p := &partitionProbe{l: l, vers: v, cur: pm.leaderEpoch, hwReads: o.HighWatermarkReads}
+	l := &leaderConn{c: o.Cluster, tp: tp, id: pm.TopicID, pm: pm, epoch: pm.LeaderEpoch, maxBatchEpoch: -1}
+	p := &partitionProbe{l: l, vers: v, cur: pm.LeaderEpoch, hwReads: o.HighWatermarkReads}
 	ls, err := l.logStart(ctx, p.cur)
 	if err != nil {
 		return pm, err
 	}
 	if ls.ErrorCode != 0 {
-		return pm, fmt.Errorf("%s: ListOffsets EARLIEST currentLeaderEpoch=%d to broker %d answered %s", tp, p.cur, pm.leader, errName(ls.ErrorCode))
+		return pm, fmt.Errorf("%s: ListOffsets EARLIEST currentLeaderEpoch=%d to broker %d answered %s", tp, p.cur, pm.Leader, errName(ls.ErrorCode))
 	}
 	p.logStart, pr.LogStart = ls.Offset, ls.Offset
 
@@ -238,31 +200,19 @@ func probeOnce(ctx context.Context, o Options, pr *PartitionReport, pm partition
 	if err != nil {
 		return pm, err
 	}
-	after, err := loadMetadata(ctx, o.Cluster, pm.leader, []string{tp.Topic})
+	after, err := loadMetadata(ctx, o.Cluster, pm.Leader, []string{tp.Topic})
 	if err != nil {
 		return pm, err
 	}
-	apm, err := after.lookup(tp)
+	apm, err := after.Lookup(tp)
 	if err != nil {
-		return partitionMeta{leader: -1, leaderEpoch: -1}, nil // moved: no leader now
+		return cluster.Partition{Leader: -1, LeaderEpoch: -1}, nil // moved: no leader now
 	}
-	p.epochObs(&c5, apm.leaderEpoch)
+	p.epochObs(&c5, apm.LeaderEpoch)
 	pr.Checks = []CheckResult{c1, c2, c3, c4, c5.finish("no Fetch answer to read the offsets from")}
 	pr.LogEnd = leo
 	if n := len(l.hws); n > 0 {
 		pr.HighWatermark = l.hws[n-1].hw
 	}
 	return apm, nil
-}
-
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

@@ -91,6 +91,20 @@ func (a *auditCLI) parse(args []string, getenv func(string) string) int {
 	return -1
 }
 
+// start is the audit commands' prologue: parse args (from os.Getenv
+// too) and the --partition list. It returns the partitions, and the exit
+// code to end with, or -1 to go on.
+func (a *auditCLI) start(args []string) ([]int32, int) {
+	if code := a.parse(args, os.Getenv); code >= 0 {
+		return nil, code
+	}
+	parts, err := a.partitionList()
+	if err != nil {
+		return nil, a.fail(err)
+	}
+	return parts, -1
+}
+
 func (a *auditCLI) partitionList() ([]int32, error) {
 	var out []int32
 	for _, s := range a.partitions {

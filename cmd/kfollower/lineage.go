@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/kfollower/kfollower/audit"
 )
@@ -34,12 +33,9 @@ Flags:
 `)
 		a.fs.PrintDefaults()
 	}
-	if code := a.parse(args, os.Getenv); code >= 0 {
+	parts, code := a.start(args)
+	if code >= 0 {
 		return code
-	}
-	parts, err := a.partitionList()
-	if err != nil {
-		return a.fail(err)
 	}
 	if len(a.topics) == 0 {
 		return a.fail(usageErrorf("--topic is required"))

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/kfollower/kfollower/audit"
 	"github.com/kfollower/kfollower/probe"
@@ -57,12 +56,9 @@ Flags (--data-dir is not used):
 `)
 		a.fs.PrintDefaults()
 	}
-	if code := a.parse(args, os.Getenv); code >= 0 {
+	parts, code := a.start(args)
+	if code >= 0 {
 		return code
-	}
-	parts, err := a.partitionList()
-	if err != nil {
-		return a.fail(&audit.UsageError{Msg: err.Error()})
 	}
 	switch {
 	case *scenario != "" && *scenario != "failover":

@@ -36,12 +36,9 @@ Flags:
 `)
 		a.fs.PrintDefaults()
 	}
-	if code := a.parse(args, os.Getenv); code >= 0 {
+	parts, code := a.start(args)
+	if code >= 0 {
 		return code
-	}
-	parts, err := a.partitionList()
-	if err != nil {
-		return a.fail(err)
 	}
 	cl, err := a.client()
 	if err != nil {

@@ -118,26 +118,27 @@ func propPEM(b []byte) string {
 func (c *Cluster) SSLBootstrap() []string {
 	c.t.Helper()
 	c.needFaults("SSLBootstrap")
-	var addrs []string
-	for _, n := range c.Brokers() {
-		if n.SSLPort == 0 {
-			c.t.Fatalf("broker %d has no SSL listener (set Options.Security.TLS)", n.ID)
-		}
-		addrs = append(addrs, fmt.Sprintf("127.0.0.1:%d", n.SSLPort))
-	}
-	return addrs
+	return c.listeners("no SSL listener (set Options.Security.TLS)", func(n *Node) int { return n.SSLPort })
 }
 
 // SASLBootstrap lists the brokers' SASL_PLAINTEXT listeners.
 func (c *Cluster) SASLBootstrap() []string {
 	c.t.Helper()
 	c.needFaults("SASLBootstrap")
+	return c.listeners("no SASL listener (set Options.Security.SASL)", func(n *Node) int { return n.SASLPort })
+}
+
+// listeners lists every broker's address on the listener port gives,
+// failing the test, with missing, for a broker that has none.
+func (c *Cluster) listeners(missing string, port func(*Node) int) []string {
+	c.t.Helper()
 	var addrs []string
 	for _, n := range c.Brokers() {
-		if n.SASLPort == 0 {
-			c.t.Fatalf("broker %d has no SASL listener (set Options.Security.SASL)", n.ID)
+		p := port(n)
+		if p == 0 {
+			c.t.Fatalf("broker %d has %s", n.ID, missing)
 		}
-		addrs = append(addrs, fmt.Sprintf("127.0.0.1:%d", n.SASLPort))
+		addrs = append(addrs, fmt.Sprintf("127.0.0.1:%d", p))
 	}
 	return addrs
 }
