@@ -463,7 +463,11 @@ func (m *Manager) open(tp wire.TopicPartition, id wire.TopicID) (*part, error) {
 	}, l)
 	m.cfg.Logger.Info("following partition", "partition", tp.String(),
 		"log_start", l.LogStartOffset(), "log_end", l.LogEndOffset())
-	return &part{tp: tp, sm: sm, log: l}, nil
+	p := &part{tp: tp, sm: sm, log: l}
+	// Before anything else happens to the log: the losses a crash left
+	// unreported (lost.go).
+	p.settleLosses(&m.cfg)
+	return p, nil
 }
 
 func (m *Manager) topicIDs() map[string]wire.TopicID {
