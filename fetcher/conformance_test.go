@@ -56,7 +56,7 @@ func TestCheckBatchEpochs(t *testing.T) {
 		a := fetched(t, raw)
 		id++
 		p.fetched = fetchedBatches{id: id, Batches: a.Batches}
-		done, err := p.apply([]follower.Action{&follower.Append{ID: id, CurrentLeaderEpoch: 3, Records: a.Records}})
+		done, err := p.apply(follower.Ready{Actions: []follower.Action{&follower.Append{ID: id, CurrentLeaderEpoch: 3, Records: a.Records}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -91,7 +91,7 @@ func TestAppendNeedsWiresAccount(t *testing.T) {
 	l := p.log
 	a := fetched(t, batch.BuildRun(0, 1, 1, 1))
 	p.fetched = fetchedBatches{id: 1, Batches: a.Batches}
-	if _, err := p.apply([]follower.Action{&follower.Append{ID: 2, Records: a.Records}}); err == nil || l.LogEndOffset() != 0 {
+	if _, err := p.apply(follower.Ready{Actions: []follower.Action{&follower.Append{ID: 2, Records: a.Records}}}); err == nil || l.LogEndOffset() != 0 {
 		t.Fatalf("append of reply 2 with reply 1's account: err %v, log end %d", err, l.LogEndOffset())
 	}
 }

@@ -2,6 +2,7 @@ package fetcher
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -50,10 +51,14 @@ import (
 //	                                   one too), until fail=none
 //	disk corrupt                       the next save to lost+found finds a corrupt batch in our log
 //	maintain                           every worker's retention and flush run (Flush: interval)
-//	corrupt T-P offset=N               flip a byte of the batch at base offset N in T-P's first
-//	                                   segment, on disk (the real log, not the double)
+//	corrupt T-P offset=N               flip a byte of our own batch holding N, on disk (the real
+//	                                   log, not the double)
 //	status                             every partition's published status, and /readyz's answer
+//	ready                              what /readyz says (Manager.Ready)
+//	lost-found                         the event directories under lost+found
 //	shutdown                           end the run: every log must be closed
+//	restart                            shutdown, then a new Manager over the
+//	                                   same data dir, as a process restart
 //
 // After every command but status, the story runs the Manager and the
 // workers until nothing moves and prints what happened: the orders each
@@ -124,22 +129,33 @@ type driverEnv struct {
 type passLine struct{ tp, line string }
 
 func newDriverEnv(t *testing.T) *driverEnv {
-	e := &driverEnv{now: driverBase, calls: make(chan call, 4), inAir: map[int32]call{}, disk: &disk{}}
-	e.ctx, e.cancel = context.WithCancel(context.Background())
-	cfg := Config{
-		DataDir:   t.TempDir(),
+	return newDriverEnvAt(t, t.TempDir(), slog.New(slog.DiscardHandler))
+}
+
+// newDriverEnvAt is a story's environment over the data dir dir, logging
+// to lg.
+func newDriverEnvAt(t *testing.T, dir string, lg *slog.Logger) *driverEnv {
+	e := &driverEnv{now: driverBase, disk: &disk{}}
+	e.start(Config{
+		DataDir:   dir,
 		Follow:    func(topic string) bool { return !strings.HasPrefix(topic, "ignored") },
 		Backoff:   follower.BackoffPolicy{Base: 100 * time.Millisecond, Max: time.Second},
-		Logger:    slog.New(slog.DiscardHandler),
+		Logger:    lg,
 		Now:       func() time.Time { return e.now },
 		Observers: []Observer{e},
 		// Flushed by the maintain command only, as under --flush interval.
 		Storage: storage.Options{Flush: storage.FlushInterval, FlushInterval: time.Hour},
-	}
+	})
+	return e
+}
+
+// start makes a new Manager with cfg, as a process (re)start does.
+func (e *driverEnv) start(cfg Config) {
+	e.calls, e.inAir, e.done = make(chan call, 4), map[int32]call{}, false
+	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.m = newManager(cfg, nil, func(id int32) requester { return fakeBroker{id: id, calls: e.calls} })
 	e.m.openLog = e.disk.openLog
 	e.m.start = func(context.Context, *worker) {} // the story plays each worker's loop
-	return e
 }
 
 func (e *driverEnv) close() {
@@ -282,8 +298,17 @@ func (e *driverEnv) handle(t *testing.T, d *datadriven.TestData) string {
 		}
 	case "status":
 		return e.status()
+	case "ready":
+		return fmt.Sprintf("ready=%t\n", e.m.Ready())
+	case "lost-found":
+		return e.lostFound(t)
 	case "shutdown":
 		e.shutdown(t)
+		return e.flush()
+	case "restart":
+		e.shutdown(t)
+		e.printf("restart\n")
+		e.start(e.m.cfg)
 		return e.flush()
 	default:
 		d.Fatalf(t, "unknown command %q", d.Cmd)
@@ -550,40 +575,6 @@ func (e *driverEnv) shutdown(t *testing.T) {
 	}
 }
 
-// corrupt flips the last byte of one batch of a partition's first segment,
-// which its CRC covers: storage reads it back as a corrupt batch of our own.
-func (e *driverEnv) corrupt(t *testing.T, d *datadriven.TestData) {
-	var offset int64
-	d.ScanArgs(t, "offset", &offset)
-	name := d.CmdArgs[0].Key
-	path := filepath.Join(e.m.cfg.DataDir, name, "00000000000000000000.log")
-	b, err := os.ReadFile(path)
-	if err != nil {
-		d.Fatalf(t, "%v", err)
-	}
-	for pos := 0; pos+batch.HeaderSize <= len(b); {
-		h, err := batch.ParseHeader(b[pos:])
-		if err != nil {
-			d.Fatalf(t, "%s at byte %d: %v", path, pos, err)
-		}
-		end := pos + h.Size()
-		if h.BaseOffset != offset {
-			pos = end
-			continue
-		}
-		f, err := os.OpenFile(path, os.O_WRONLY, 0)
-		if err == nil {
-			_, err = f.WriteAt([]byte{b[end-1] ^ 0xff}, int64(end-1))
-			err = errors.Join(err, f.Close())
-		}
-		if err != nil {
-			d.Fatalf(t, "%v", err)
-		}
-		return
-	}
-	d.Fatalf(t, "%s holds no batch at base offset %d", path, offset)
-}
-
 func (e *driverEnv) status() string {
 	var b strings.Builder
 	for _, s := range e.m.Statuses() {
@@ -594,6 +585,9 @@ func (e *driverEnv) status() string {
 		}
 		if s.StaleReplies > 0 {
 			fmt.Fprintf(&b, " stale=%d", s.StaleReplies)
+		}
+		if l := s.LastLost; l != nil {
+			fmt.Fprintf(&b, " last-lost=%s [%d,%d) cause=%s records=%d recovered=%t", l.ID, l.From, l.To, l.Cause, l.Records, l.Recovered)
 		}
 		if s.Error != "" {
 			// Paths are printed from the data dir, a temporary one.
@@ -827,4 +821,70 @@ func sortedKeys(m map[int32]bool) []int32 {
 	}
 	slices.Sort(ks)
 	return ks
+}
+
+// lostFound lists every directory under lost+found/<tp>/, with whether it
+// holds a lost.json, relative to the data dir.
+func (e *driverEnv) lostFound(t *testing.T) string {
+	root := filepath.Join(e.m.cfg.DataDir, "lost+found")
+	parts, err := os.ReadDir(root)
+	if errors.Is(err, os.ErrNotExist) {
+		return "(none)\n"
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, p := range parts {
+		evs, err := os.ReadDir(filepath.Join(root, p.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range evs {
+			_, err := os.Stat(filepath.Join(root, p.Name(), ev.Name(), "lost.json"))
+			fmt.Fprintf(&b, "%s/%s lost.json=%t\n", p.Name(), ev.Name(), err == nil)
+		}
+	}
+	if b.Len() == 0 {
+		return "(none)\n"
+	}
+	return b.String()
+}
+
+// corrupt flips the last byte of the batch of T-P's local log that holds
+// offset N, which its CRC covers: our own copy is damaged, not the
+// broker's answer.
+func (e *driverEnv) corrupt(t *testing.T, d *datadriven.TestData) {
+	if len(d.CmdArgs) != 2 {
+		d.Fatalf(t, "want corrupt T-P offset=N")
+	}
+	tp, _ := parseLine(t, d, d.CmdArgs[0].Key)
+	var off int64
+	d.ScanArgs(t, "offset", &off)
+	seg := filepath.Join(storage.PartitionDir(e.m.cfg.DataDir, tp.Topic, tp.Partition), fmt.Sprintf("%020d.log", 0))
+	raw, err := os.ReadFile(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for pos := 0; pos+12 <= len(raw); {
+		base := int64(binary.BigEndian.Uint64(raw[pos:]))
+		end := pos + 12 + int(binary.BigEndian.Uint32(raw[pos+8:]))
+		h, err := batch.ParseHeader(raw[pos:end])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if base <= off && off <= h.LastOffset() {
+			f, err := os.OpenFile(seg, os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if _, err := f.WriteAt([]byte{raw[end-1] ^ 0xff}, int64(end-1)); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+		pos = end
+	}
+	d.Fatalf(t, "no batch of %s holds offset %d", tp, off)
 }

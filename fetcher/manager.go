@@ -485,6 +485,9 @@ func (m *Manager) open(tp wire.TopicPartition, id wire.TopicID) (*part, error) {
 	m.cfg.Logger.Info("following partition", "partition", tp.String(),
 		"log_start", l.LogStartOffset(), "log_end", l.LogEndOffset())
 	m.catalog.add(tp, l)
+	// Before anything else happens to the log: the losses a crash left
+	// unreported (lost.go).
+	p.settleLosses(&m.cfg)
 	return p, nil
 }
 

@@ -1,10 +1,8 @@
 package fetcher
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"syscall"
 	"time"
 
@@ -21,7 +19,10 @@ type partLog interface {
 	follower.LocalLog
 	storage.Reader // what a server of the copy reads (catalog.go)
 	Append(raw []byte) error
-	SaveLost(from int64) (storage.Lost, error)
+	TruncateWithLost(t storage.Truncation) (storage.Lost, error)
+	UnreportedLosses() []storage.Lost
+	MarkReported(id string) error
+	Failed() error
 	TruncateTo(offset int64) error
 	TruncateFullyAndStartAt(offset int64) error
 	EnforceRetention() (int, error)
@@ -50,8 +51,14 @@ type part struct {
 	// reply stepped in, for the Append that hands them back: they are
 	// counted and checked without a second scan.
 	fetched fetchedBatches
-	// lastTruncation is the latest truncation event, for status.
+	// lastTruncation is the latest truncation event, and lastLost the
+	// latest loss reported, for status.
 	lastTruncation *follower.TruncationEvent
+	lastLost       *LostReport
+	// reported holds the losses this process reported whose MarkReported
+	// has not succeeded yet, so a retry does not report them twice;
+	// markFailed those whose failure was logged (lost.go).
+	reported, markFailed map[string]bool
 	// reconciled is set by the first follower.ReconciledEvent.
 	reconciled bool
 	// staleReplies counts the replies the state machine discarded, for
@@ -95,9 +102,12 @@ func (p *part) step(now time.Time, msg follower.Msg) bool {
 // events, then the request is queued; then Advance. It returns the
 // appended bytes and records, and whether a metadata refresh was asked for.
 func (p *part) process(cfg *Config, now time.Time) (appendedBytes, appendedRecords int64, refresh bool) {
+	if len(p.log.UnreportedLosses()) > 0 {
+		p.settleLosses(cfg)
+	}
 	for p.sm.HasReady() {
 		rd := p.sm.Ready()
-		done, err := p.apply(rd.Actions)
+		done, err := p.apply(rd)
 		appendedBytes += done.bytes
 		appendedRecords += done.records
 		// What the fetched batches break is the broker's answer, so it is
@@ -111,6 +121,9 @@ func (p *part) process(cfg *Config, now time.Time) (appendedBytes, appendedRecor
 		}
 		for _, e := range rd.Events {
 			p.report(cfg, e, done.lost)
+		}
+		if done.lost != nil {
+			p.markReported(cfg, done.lost.ID)
 		}
 		if rd.Request != nil {
 			p.pending = rd.Request
@@ -186,35 +199,44 @@ func (p *part) tick(m *Manager, now time.Time) {
 
 // applied is what a Ready's storage actions did.
 type applied struct {
-	lost           []storage.Lost
+	// lost is the lost+found event of the Ready's truncation, nil when it
+	// removed nothing (or there was none).
+	lost           *storage.Lost
 	bytes, records int64
 	// checks are the conformance events of the appended batches.
 	checks []follower.Event
 }
 
-// apply carries out storage actions in order. A MoveToLostFound is always
-// followed, in the same Ready, by the truncation that removes those batches
-// (docs/design.md promise 2: copy to lost+found, make the truncation
-// durable, fetch again).
-func (p *part) apply(actions []follower.Action) (done applied, err error) {
-	for _, a := range actions {
+// apply carries out rd's storage actions in order. A MoveToLostFound is
+// always followed, in the same Ready, by the truncation that removes those
+// batches: the two are one storage.Log.TruncateWithLost, the crash-atomic
+// unit of docs/design.md promise 2 (save to lost+found, make the
+// truncation durable, record the loss to report), with the cause and
+// epochs of the Ready's event.
+func (p *part) apply(rd follower.Ready) (done applied, err error) {
+	var move *follower.MoveToLostFound
+	for _, a := range rd.Actions {
 		switch a := a.(type) {
 		case *follower.MoveToLostFound:
-			// Saved up to the log end, which is a.To: the state machine
-			// decided on the log as it is, and nothing writes it between.
-			l, err := p.log.SaveLost(a.From)
-			if err != nil {
-				return done, fmt.Errorf("saving %s offsets %d..%d to lost+found: %w", p.tp, a.From, a.To, err)
-			}
-			if l.Batches > 0 {
-				done.lost = append(done.lost, l)
-			}
+			move = a // carried out by the truncation after it
 		case *follower.TruncateTo:
-			if err := p.log.TruncateTo(a.Offset); err != nil {
+			if move != nil {
+				err = p.truncateWithLost(rd.Events, storage.Truncation{Offset: a.Offset}, move, &done)
+				move = nil
+			} else {
+				err = p.log.TruncateTo(a.Offset)
+			}
+			if err != nil {
 				return done, err
 			}
 		case *follower.TruncateFullyAndStartAt:
-			if err := p.log.TruncateFullyAndStartAt(a.Offset); err != nil {
+			if move != nil {
+				err = p.truncateWithLost(rd.Events, storage.Truncation{Offset: a.Offset, Full: true}, move, &done)
+				move = nil
+			} else {
+				err = p.log.TruncateFullyAndStartAt(a.Offset)
+			}
+			if err != nil {
 				return done, err
 			}
 		case *follower.Append:
@@ -225,7 +247,46 @@ func (p *part) apply(actions []follower.Action) (done applied, err error) {
 			return done, fmt.Errorf("%s: unknown storage action %T", p.tp, a)
 		}
 	}
+	if move != nil {
+		return done, fmt.Errorf("%s: %v without the truncation that removes those batches", p.tp, move)
+	}
 	return done, nil
+}
+
+// truncateWithLost carries out a MoveToLostFound and the truncation after
+// it. What the log removes is [Lost.From, Lost.EndOffset), which is the
+// state machine's [move.From, move.To): it decided on the log as it is,
+// and nothing writes it between.
+func (p *part) truncateWithLost(events []follower.Event, t storage.Truncation, move *follower.MoveToLostFound, done *applied) error {
+	t.Cause, t.OldLeaderEpoch, t.NewLeaderEpoch = lossCause(events)
+	l, err := p.log.TruncateWithLost(t)
+	if err != nil {
+		return fmt.Errorf("saving %s offsets %d..%d to lost+found and truncating: %w", p.tp, move.From, move.To, err)
+	}
+	if l.Batches > 0 {
+		done.lost = &l
+	}
+	return nil
+}
+
+// lossCause is the cause and leader epochs lost.json records for the loss
+// a Ready's events report: its TruncationEvent's, or a GapEvent's that
+// discarded our history (storage.CauseDiscardedOnGap).
+func lossCause(events []follower.Event) (cause string, oldEpoch, newEpoch int32) {
+	for _, e := range events {
+		switch e := e.(type) {
+		case *follower.TruncationEvent:
+			return e.Cause.String(), e.OldLeaderEpoch, e.NewLeaderEpoch
+		case *follower.GapEvent:
+			if e.Discarded {
+				return storage.CauseDiscardedOnGap, -1, e.LeaderEpoch
+			}
+		}
+	}
+	// No event names the loss: a state machine that broke its contract.
+	// The batches are kept all the same, under a cause no replay takes
+	// for cluster loss.
+	return "unknown", -1, -1
 }
 
 // append appends the whole batches of a fetch reply, which wire framed
@@ -275,48 +336,36 @@ func batchEpochChecks(tp wire.TopicPartition, fence int32, runs []wire.EpochRun)
 }
 
 // report fills in what storage knows of an event, logs it and hands it on.
-func (p *part) report(cfg *Config, e follower.Event, lost []storage.Lost) {
+// lost is the lost+found event of the loss the event reports, if the
+// Ready's truncation removed anything: the loss is reported with its
+// durable id (Lost.ID), and a TruncationEvent whose truncation removed
+// nothing is not reported at all.
+func (p *part) report(cfg *Config, e follower.Event, lost *storage.Lost) {
 	switch e := e.(type) {
 	case *follower.TruncationEvent:
-		for _, l := range lost {
-			e.Records += l.Records
-			e.Bytes += l.Bytes
+		if lost == nil {
+			return
 		}
-		p.lastTruncation = e
-		lvl := slog.LevelInfo
-		if e.From < e.To {
-			lvl = slog.LevelError // committed data the cluster lost
-		}
-		cfg.Logger.Log(context.Background(), lvl, "truncated: committed data lost by the cluster",
-			"partition", p.tp.String(), "from", e.From, "to", e.To, "records", e.Records, "bytes", e.Bytes,
-			"old_leader_epoch", e.OldLeaderEpoch, "new_leader_epoch", e.NewLeaderEpoch,
-			"roundtrips", e.Roundtrips, "cause", e.Cause.String(), "highest_high_watermark", e.HighestHighWatermark,
-			"lost_found", lostDirs(lost))
+		p.reportTruncation(cfg, e, *lost, false)
 	case *follower.GapEvent:
-		cfg.Logger.Warn("retention gap: the leader deleted offsets before we copied them",
-			"partition", p.tp.String(), "from", e.From, "to", e.To, "discarded", e.Discarded)
+		if e.Discarded && lost != nil {
+			e.DiscardedFrom, e.DiscardedTo = lost.From, lost.EndOffset
+		} else {
+			lost = nil
+		}
+		p.reportGap(cfg, e, lost, false)
 	case *follower.ConformanceEvent:
 		logConformance(cfg, e)
+		cfg.observe().Event(e)
 	case *follower.ReconciledEvent:
 		p.reconciled = true
 		cfg.Logger.Debug("reconciled", "partition", p.tp.String(), "leader_epoch", e.LeaderEpoch,
 			"log_end", e.LogEndOffset, "roundtrips", e.Roundtrips, "cause", e.Cause.String())
 		cfg.observe().Reconciled(e)
-		return
 	default:
 		// A kind this driver does not know yet (follower may add kinds):
 		// Observer.Event's users expect only the kinds above.
-		return
 	}
-	cfg.observe().Event(e)
-}
-
-func lostDirs(ls []storage.Lost) []string {
-	var ds []string
-	for _, l := range ls {
-		ds = append(ds, l.Dir)
-	}
-	return ds
 }
 
 func logConformance(cfg *Config, e *follower.ConformanceEvent) {

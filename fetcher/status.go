@@ -9,22 +9,25 @@ import (
 
 // Status is one partition's state for /status and metrics.
 type Status struct {
-	Topic                string                    `json:"topic"`
-	Partition            int32                     `json:"partition"`
-	State                string                    `json:"state"`
-	Leader               int32                     `json:"leader"`
-	LeaderEpoch          int32                     `json:"leader_epoch"`
-	LocalEpoch           int32                     `json:"local_epoch"`
-	LogStartOffset       int64                     `json:"log_start_offset"`
-	LogEndOffset         int64                     `json:"log_end_offset"`
-	HighWatermark        int64                     `json:"high_watermark"`
-	Lag                  int64                     `json:"lag"`
-	Reconciled           bool                      `json:"reconciled"`
-	Error                string                    `json:"error,omitempty"`
-	LastTruncation       *follower.TruncationEvent `json:"last_truncation,omitempty"`
-	LeaderLogStartOffset int64                     `json:"leader_log_start_offset"`
-	SizeBytes            int64                     `json:"size_bytes"` // the local log's segment bytes
-	Segments             int                       `json:"segments"`
+	Topic          string                    `json:"topic"`
+	Partition      int32                     `json:"partition"`
+	State          string                    `json:"state"`
+	Leader         int32                     `json:"leader"`
+	LeaderEpoch    int32                     `json:"leader_epoch"`
+	LocalEpoch     int32                     `json:"local_epoch"`
+	LogStartOffset int64                     `json:"log_start_offset"`
+	LogEndOffset   int64                     `json:"log_end_offset"`
+	HighWatermark  int64                     `json:"high_watermark"`
+	Lag            int64                     `json:"lag"`
+	Reconciled     bool                      `json:"reconciled"`
+	Error          string                    `json:"error,omitempty"`
+	LastTruncation *follower.TruncationEvent `json:"last_truncation,omitempty"`
+	// LastLost is the latest loss reported, with its durable lost+found
+	// event id.
+	LastLost             *LostReport `json:"last_lost,omitempty"`
+	LeaderLogStartOffset int64       `json:"leader_log_start_offset"`
+	SizeBytes            int64       `json:"size_bytes"` // the local log's segment bytes
+	Segments             int         `json:"segments"`
 	// StaleReplies counts the replies the state machine discarded: no
 	// longer the request in flight (follower.ErrStale: a new leader epoch,
 	// a backoff, a hand-off) or the partition had stopped.
@@ -39,7 +42,7 @@ func (m *Manager) publish(p *part) {
 		Leader: st.Leader, LeaderEpoch: st.LeaderEpoch, LocalEpoch: -1,
 		LogStartOffset: p.log.LogStartOffset(), LogEndOffset: p.log.LogEndOffset(),
 		HighWatermark: st.HighWatermark, Reconciled: p.reconciled,
-		LastTruncation: p.lastTruncation, LeaderLogStartOffset: st.LeaderLogStartOffset,
+		LastTruncation: p.lastTruncation, LastLost: p.lastLost, LeaderLogStartOffset: st.LeaderLogStartOffset,
 		SizeBytes: p.log.Size(), Segments: len(p.log.Segments()), StaleReplies: p.staleReplies,
 	}
 	if e, ok := p.log.LatestEpoch(); ok {

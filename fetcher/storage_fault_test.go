@@ -70,16 +70,16 @@ func (l *faultLog) Append(raw []byte) error {
 	return l.partLog.Append(raw)
 }
 
-func (l *faultLog) SaveLost(from int64) (storage.Lost, error) {
+func (l *faultLog) TruncateWithLost(t storage.Truncation) (storage.Lost, error) {
 	if l.d.corrupt {
 		l.d.corrupt = false
-		return storage.Lost{}, &storage.CorruptionError{Topic: "t", Partition: 0, Segment: l.segment(), Position: 4096, Offset: from,
-			Err: &batch.Error{Pos: 4096, BaseOffset: from, Reason: "CRC mismatch"}}
+		return storage.Lost{}, &storage.CorruptionError{Topic: "t", Partition: 0, Segment: l.segment(), Position: 4096, Offset: t.Offset,
+			Err: &batch.Error{Pos: 4096, BaseOffset: t.Offset, Reason: "CRC mismatch"}}
 	}
 	if err := l.write("write"); err != nil {
 		return storage.Lost{}, err
 	}
-	return l.partLog.SaveLost(from)
+	return l.partLog.TruncateWithLost(t)
 }
 
 func (l *faultLog) TruncateTo(offset int64) error {

@@ -1,8 +1,10 @@
 // Package lostfound holds the tools for what a truncation kept: List reads
 // the lost+found events storage saved before cutting committed data away
-// (storage's SaveLost: the batches as one Kafka segment plus lost.json;
-// docs/design.md promise 2), and Replay produces their records again to a
-// topic.
+// (storage's TruncateWithLost: the batches as Kafka segments plus
+// lost.json; docs/design.md promise 2), and Replay produces their records
+// again to a topic: by default only those of cluster loss (lost.json's
+// cause, storage.Lost.ClusterLoss), and never the records of the first
+// saved batch below lost.json's from, which the leader still has.
 //
 // It is apart from audit because Replay writes to a cluster, which audit's
 // tools never do, and a writer has safety properties of its own:
@@ -22,7 +24,8 @@
 //
 // The data dir is only read (storage.ReadLost, storage.ParsePartitionDir),
 // so both tools may run beside a running daemon; a save the daemon has not
-// finished (no lost.json yet) is left out.
+// finished (<event>.tmp, any name storage.IsLostEventName refuses) is left
+// out.
 //
 // Like audit's tools, each takes an options struct and returns a report with
 // a JSON form (its exported fields), WriteTable and ExitCode (always 0: a

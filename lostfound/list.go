@@ -29,6 +29,10 @@ type ListOptions struct {
 type Event struct {
 	storage.Lost
 	Dir string `json:"dir"`
+	// ClusterLoss says whether the batches are committed data the cluster
+	// lost (storage.Lost.ClusterLoss: by cause), which Replay replays by
+	// default, rather than history kfollower dropped (discarded-on-gap).
+	ClusterLoss bool `json:"clusterLoss"`
 }
 
 // ListReport is the result of List. Its exported fields are its JSON
@@ -70,7 +74,9 @@ func List(opts ListOptions) (*ListReport, error) {
 		}
 		for _, rd := range ranges {
 			dir := filepath.Join(root, pd.Name(), rd.Name())
-			if !rd.IsDir() {
+			// An event is written as <event>.tmp and renamed complete: any
+			// other name is a save in progress or one a crash interrupted.
+			if !rd.IsDir() || !storage.IsLostEventName(rd.Name()) {
 				continue
 			}
 			if _, err := os.Stat(filepath.Join(dir, "lost.json")); errors.Is(err, os.ErrNotExist) {
@@ -80,7 +86,7 @@ func List(opts ListOptions) (*ListReport, error) {
 			if err != nil {
 				return nil, fmt.Errorf("reading lost+found event %s: %w", dir, err)
 			}
-			rep.Events = append(rep.Events, Event{Lost: l, Dir: dir})
+			rep.Events = append(rep.Events, Event{Lost: l, Dir: dir, ClusterLoss: l.ClusterLoss()})
 		}
 	}
 	slices.SortFunc(rep.Events, func(a, b Event) int {
@@ -97,14 +103,25 @@ func (r *ListReport) WriteTable(w io.Writer) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PARTITION\tOFFSETS\tEPOCHS\tBATCHES\tRECORDS\tBYTES\tSAVED\tDIR\t")
+	fmt.Fprintln(tw, "PARTITION\tOFFSETS\tCAUSE\tEPOCHS\tBATCHES\tRECORDS\tBYTES\tSAVED\tDIR\t")
 	for _, e := range r.Events {
 		var eps []string
 		for _, le := range e.Epochs {
 			eps = append(eps, fmt.Sprintf("%d:[%d..%d]", le.Epoch, le.FirstOffset, le.LastOffset))
 		}
-		fmt.Fprintf(tw, "%s-%d\t[%d..%d]\t%s\t%d\t%d\t%d\t%s\t%s\t\n", e.Topic, e.Partition, e.FirstOffset, e.LastOffset,
-			strings.Join(eps, " "), e.Batches, e.Records, e.Bytes, e.SavedAt.UTC().Format(time.RFC3339), e.Dir)
+		fmt.Fprintf(tw, "%s-%d\t[%d..%d]\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t\n", e.Topic, e.Partition, e.FirstOffset, e.LastOffset,
+			causeText(e.Lost), strings.Join(eps, " "), e.Batches, e.Records, e.Bytes, e.SavedAt.UTC().Format(time.RFC3339), e.Dir)
 	}
 	return tw.Flush()
+}
+
+// causeText is an event's cause for a table: "-" for a lost.json from a
+// kfollower before the field (cluster loss), "(not cluster loss)" added to
+// a cause Replay leaves out by default.
+func causeText(l storage.Lost) string {
+	c := cmp.Or(l.Cause, "-")
+	if !l.ClusterLoss() {
+		c += " (not cluster loss)"
+	}
+	return c
 }

@@ -1,6 +1,7 @@
 package lostfound
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -15,6 +16,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/kfollower/kfollower/cluster"
+	"github.com/kfollower/kfollower/storage"
 	"github.com/kfollower/kfollower/wire"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -108,6 +110,20 @@ type ReplayOptions struct {
 	// outcome is unknown: it may never have committed). By default they
 	// are left out and counted.
 	IncludeUndecided bool
+	// IncludeCauses also replays the events of these lost.json causes
+	// that are not cluster loss (storage.Lost.ClusterLoss), such as
+	// storage.CauseDiscardedOnGap; "all" replays every cause. By default
+	// only cluster loss is replayed: the other events are listed, skipped.
+	IncludeCauses []string
+}
+
+// AllCauses in ReplayOptions.IncludeCauses replays every event, whatever
+// its cause.
+const AllCauses = "all"
+
+// replays reports whether an event of this cause is replayed.
+func (o ReplayOptions) replays(l storage.Lost) bool {
+	return l.ClusterLoss() || slices.Contains(o.IncludeCauses, AllCauses) || (l.Cause != "" && slices.Contains(o.IncludeCauses, l.Cause))
 }
 
 // ReplayEvent is what Replay did with one lost+found event.
@@ -117,10 +133,19 @@ type ReplayEvent struct {
 	FirstOffset int64  `json:"firstOffset"`
 	LastOffset  int64  `json:"lastOffset"`
 	Dir         string `json:"dir"`
-	ToPartition int32  `json:"toPartition"`
+	// Cause is lost.json's (empty in files from before the field).
+	Cause string `json:"cause,omitempty"`
+	// Skipped is set when the event was not replayed because its cause is
+	// not cluster loss (ReplayOptions.IncludeCauses); nothing else is
+	// counted then.
+	Skipped     bool  `json:"skipped,omitempty"`
+	ToPartition int32 `json:"toPartition"`
 	// Records is the number of data records in the lost batches (control
 	// records excluded).
 	Records int `json:"records"`
+	// NotLost are records of the first saved batch below lost.json's from:
+	// whole batches are saved, and the leader still has those.
+	NotLost int `json:"notLost"`
 	// Replayed were produced (or, in a dry run, would be).
 	Replayed int `json:"replayed"`
 	// AlreadyPresent were found on the target (an earlier replay).
@@ -153,12 +178,18 @@ func (r *ReplayReport) WriteTable(w io.Writer) error {
 	if r.DryRun {
 		verb = "WOULD REPLAY"
 	}
-	fmt.Fprintf(tw, "PARTITION\tOFFSETS\tTO\tRECORDS\t%s\tPRESENT\tABORTED\tUNDECIDED\t\n", verb)
+	fmt.Fprintf(tw, "PARTITION\tOFFSETS\tCAUSE\tTO\tRECORDS\t%s\tPRESENT\tABORTED\tUNDECIDED\t\n", verb)
 	for _, e := range r.Events {
-		fmt.Fprintf(tw, "%s-%d\t[%d..%d]\t%s-%d\t%d\t%d\t%d\t%d\t%d\t\n", e.Topic, e.Partition, e.FirstOffset, e.LastOffset,
-			r.ToTopic, e.ToPartition, e.Records, e.Replayed, e.AlreadyPresent, e.Aborted, e.Undecided)
+		cause := cmp.Or(e.Cause, "-")
+		if e.Skipped {
+			fmt.Fprintf(tw, "%s-%d\t[%d..%d]\t%s\tskipped: not cluster loss (--include-cause %s replays it)\t\n",
+				e.Topic, e.Partition, e.FirstOffset, e.LastOffset, cause, cause)
+			continue
+		}
+		fmt.Fprintf(tw, "%s-%d\t[%d..%d]\t%s\t%s-%d\t%d\t%d\t%d\t%d\t%d\t\n", e.Topic, e.Partition, e.FirstOffset, e.LastOffset,
+			cause, r.ToTopic, e.ToPartition, e.Records, e.Replayed, e.AlreadyPresent, e.Aborted, e.Undecided)
 	}
-	fmt.Fprintf(tw, "total\t\t\t\t%d\t%d\t%d\t%d\t\n", r.Replayed, r.AlreadyPresent, r.Aborted, r.Undecided)
+	fmt.Fprintf(tw, "total\t\t\t\t\t%d\t%d\t%d\t%d\t\n", r.Replayed, r.AlreadyPresent, r.Aborted, r.Undecided)
 	return tw.Flush()
 }
 
@@ -201,6 +232,12 @@ func Replay(ctx context.Context, opts ReplayOptions) (*ReplayReport, error) {
 		if ev.Partition >= n {
 			re.ToPartition = ev.Partition % n
 		}
+		re.Cause = ev.Cause
+		if !opts.replays(ev.Lost) {
+			re.Skipped = true
+			rep.Events = append(rep.Events, re)
+			continue
+		}
 		recs, err := decodeLost(ev)
 		if err != nil {
 			return nil, err
@@ -213,6 +250,7 @@ func Replay(ctx context.Context, opts ReplayOptions) (*ReplayReport, error) {
 		} else {
 			re.Undecided = d.undecided
 		}
+		keep = lostOnly(keep, ev.From, &re)
 		for _, r := range keep {
 			src := Source{Topic: ev.Topic, Partition: ev.Partition, Epoch: r.LeaderEpoch, Offset: r.Offset}.String()
 			if mk.present[src] || mk.takeLegacy(ev.Topic, ev.Partition, r) {
@@ -241,6 +279,19 @@ func Replay(ctx context.Context, opts ReplayOptions) (*ReplayReport, error) {
 	return rep, nil
 }
 
+// lostOnly drops the records below from, the first offset lost: the cut
+// fell inside the first saved batch, and the leader has those records.
+// They are counted in re.NotLost (and stay in re.Records: the counts are
+// of whole saved batches).
+func lostOnly(recs []*kgo.Record, from int64, re *ReplayEvent) []*kgo.Record {
+	i := 0
+	for i < len(recs) && recs[i].Offset < from {
+		i++
+	}
+	re.NotLost = i
+	return recs[i:]
+}
+
 // produceAll produces recs in order with a producer derived from cl (acks
 // all, idempotent: no duplicates or reordering within a partition on
 // retries), a chunk at a time.
@@ -262,10 +313,17 @@ func produceAll(ctx context.Context, cl *kgo.Client, recs []*kgo.Record) error {
 // decodeLost decodes the saved segment of an event into records, control
 // records included (decideTransactions needs the markers).
 func decodeLost(ev Event) ([]*kgo.Record, error) {
+	// Every saved segment, in offset order: a range larger than a segment
+	// is saved as several (storage.Lost.Segments).
+	var raw []byte
 	path := filepath.Join(ev.Dir, ev.Segment)
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("lost replay: reading %s: %w", path, err)
+	for _, seg := range ev.Segments {
+		path = filepath.Join(ev.Dir, seg)
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("lost replay: reading %s: %w", path, err)
+		}
+		raw = append(raw, b...)
 	}
 	rp := kmsg.NewFetchResponseTopicPartition()
 	rp.Partition = ev.Partition

@@ -19,8 +19,8 @@ func runLost(ctx context.Context, args []string, stdout, stderr io.Writer) int {
   kfollower lost list --data-dir DIR [--topic T] [--partition P] [--json]
   kfollower lost replay --bootstrap-servers host:port --data-dir DIR --to-topic X [--dry-run] [flags]
 
-list shows each lost+found event: partition, offsets, epochs, batches,
-records, bytes, when it was saved. replay re-produces the lost records
+list shows each lost+found event: partition, offsets, cause, epochs,
+batches, records, bytes, when it was saved. replay re-produces the lost records
 (keys, values, headers, timestamps) to an existing topic, adding the header
 `+lostfound.SourceHeader+` = "<topic>/<partition>/<epoch>/<offset>" (the leader
 epoch of the lost record's batch: two losses at the same offsets are different
@@ -28,6 +28,11 @@ records); it first reads the target and skips records already there, so
 running it again adds nothing.
 Records of aborted transactions are never replayed; those of transactions
 whose outcome the lost range does not show only with --include-undecided.
+Only cluster loss is replayed (lost.json's cause offsets-for-leader-epoch,
+diverging-epoch, out-of-range-high, or none); events of another cause, such
+as discarded-on-gap, only with --include-cause naming it (or all). Records
+of the first saved batch below lost.json's from were not lost: never
+replayed.
 
 Run 'kfollower lost list --help' or 'kfollower lost replay --help' for flags.
 `)
@@ -82,6 +87,8 @@ func runLostReplay(ctx context.Context, args []string, stdout, stderr io.Writer)
 	to := a.fs.String("to-topic", "", "existing `topic` to produce the lost records to (required)")
 	dry := a.fs.Bool("dry-run", false, "decide everything, produce nothing")
 	undecided := a.fs.Bool("include-undecided", false, "also replay transactional records whose commit or abort is not in the lost range")
+	var causes listFlag
+	a.fs.Var(&causes, "include-cause", "comma-separated lost.json `causes` that are not cluster loss to replay too (discarded-on-gap), or all (default: cluster loss only)")
 	a.fs.Usage = func() {
 		fmt.Fprint(stderr, "Usage: kfollower lost replay --bootstrap-servers host:port --data-dir DIR --to-topic X [--dry-run] [flags]\n\nExample:\n  kfollower lost replay --bootstrap-servers kafka:9092 --data-dir /var/lib/kfollower --to-topic orders-restored --dry-run\n\nFlags:\n")
 		a.fs.PrintDefaults()
@@ -105,7 +112,7 @@ func runLostReplay(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return a.fail(errNoLostDataDir)
 	}
 	rep, err := lostfound.Replay(ctx, lostfound.ReplayOptions{Client: cl, DataDir: a.cfg.DataDir, Topics: a.topics, Partitions: parts,
-		ToTopic: *to, DryRun: *dry, IncludeUndecided: *undecided})
+		ToTopic: *to, DryRun: *dry, IncludeUndecided: *undecided, IncludeCauses: causes})
 	if err != nil {
 		return a.fail(err)
 	}
