@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/kfollower/kfollower/lostfound"
 )
@@ -65,12 +64,9 @@ func runLostList(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, "Usage: kfollower lost list --data-dir DIR [--topic T] [--partition P] [--json]\n\nExample:\n  kfollower lost list --data-dir /var/lib/kfollower\n\nFlags:\n")
 		a.fs.PrintDefaults()
 	}
-	if code := a.parse(args, os.Getenv); code >= 0 {
+	parts, code := a.start(args)
+	if code >= 0 {
 		return code
-	}
-	parts, err := a.partitionList()
-	if err != nil {
-		return a.fail(err)
 	}
 	if a.cfg.DataDir == "" {
 		return a.fail(errNoLostDataDir)
@@ -93,12 +89,9 @@ func runLostReplay(ctx context.Context, args []string, stdout, stderr io.Writer)
 		fmt.Fprint(stderr, "Usage: kfollower lost replay --bootstrap-servers host:port --data-dir DIR --to-topic X [--dry-run] [flags]\n\nExample:\n  kfollower lost replay --bootstrap-servers kafka:9092 --data-dir /var/lib/kfollower --to-topic orders-restored --dry-run\n\nFlags:\n")
 		a.fs.PrintDefaults()
 	}
-	if code := a.parse(args, os.Getenv); code >= 0 {
+	parts, code := a.start(args)
+	if code >= 0 {
 		return code
-	}
-	parts, err := a.partitionList()
-	if err != nil {
-		return a.fail(err)
 	}
 	if *to == "" {
 		return a.fail(usageErrorf("--to-topic is required"))
