@@ -17,11 +17,11 @@ import (
 //	ListOffsets           0-9        1-10/11    11
 //	OffsetForLeaderEpoch  0-4        2-4        4
 //
-// A 3.9 broker still accepts the removed versions, but kgo never goes below
-// a broker's maximum, so against 3.9 we speak Fetch 17, ListOffsets 9 and
-// OffsetForLeaderEpoch 4. The tables below start at the 4.x minimums: each
-// version a broker may be asked at, down to where kfollower's fields stop
-// existing, which is what a pre-2.8 broker (Fetch < 12) would get.
+// A 3.9 broker still accepts the removed versions, but kgo asks at the
+// broker's maximum when kmsg's is higher, so against 3.9 we speak Fetch 17, ListOffsets 9 and
+// OffsetForLeaderEpoch 4. The tests below run from the 4.x minimums up, so
+// they cover the versions below where kfollower's fields begin, as an older
+// broker gets them (Fetch < 12 before Kafka 2.7: no DivergingEpoch).
 //
 // Each test builds with wire's builder, encodes at the version, decodes as
 // a broker would (fields the version lacks keep the schema default), and
