@@ -74,6 +74,10 @@ func Start(t testing.TB, opts Options) *Cluster {
 
 func start(t testing.TB, opts Options) (*Cluster, error) {
 	version := Version()
+	rel, err := parseRelease(version)
+	if err != nil {
+		return nil, err
+	}
 	lib, err := EnsureJars(version)
 	if err != nil {
 		return nil, err
@@ -105,7 +109,7 @@ func start(t testing.TB, opts Options) (*Cluster, error) {
 	}
 	next := func() int { p := ports[0]; ports = ports[1:]; return p }
 	for _, id := range ids {
-		n := &Node{ID: id, broker: true, controller: opts.Layout == Combined, lib: lib}
+		n := &Node{ID: id, broker: true, controller: opts.Layout == Combined, lib: lib, rel: rel}
 		n.Port = next()
 		if n.controller {
 			n.ControllerPort = next()
@@ -114,7 +118,7 @@ func start(t testing.TB, opts Options) (*Cluster, error) {
 		c.nodes = append(c.nodes, n)
 	}
 	if ctl >= 0 {
-		c.nodes = append(c.nodes, &Node{ID: ctl, controller: true, lib: lib, ControllerPort: next()})
+		c.nodes = append(c.nodes, &Node{ID: ctl, controller: true, lib: lib, rel: rel, ControllerPort: next()})
 	}
 	var voters []string
 	for _, n := range c.nodes {
@@ -134,12 +138,9 @@ func start(t testing.TB, opts Options) (*Cluster, error) {
 		if err := os.MkdirAll(filepath.Join(n.Dir, "logs"), 0o755); err != nil {
 			return nil, fmt.Errorf("creating %s: %w", n.Dir, err)
 		}
-		if err := os.WriteFile(filepath.Join(n.Dir, "log4j2.properties"), []byte(log4jConfig), 0o644); err != nil {
-			return nil, fmt.Errorf("writing log4j config for node %d: %w", n.ID, err)
-		}
 		props := nodeProps(n, strings.Join(voters, ","), opts.Config)
 		opts.Security.apply(n, props)
-		if err := writeProperties(n.config, props); err != nil {
+		if err := n.writeConfig(props); err != nil {
 			return nil, err
 		}
 	}

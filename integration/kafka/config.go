@@ -64,17 +64,6 @@ var baseConfig = map[string]string{
 	"log.flush.offset.checkpoint.interval.ms":          "1000",
 }
 
-const log4jConfig = `status = warn
-appender.console.type = Console
-appender.console.name = STDOUT
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = INFO
-rootLogger.appenderRef.stdout.ref = STDOUT
-logger.statechange.name = state.change.logger
-logger.statechange.level = INFO
-`
-
 // newClusterID makes a KRaft cluster id as StorageTool random-uuid prints it:
 // 16 random bytes, URL-safe base64 without padding.
 func newClusterID() string {
@@ -126,6 +115,11 @@ func writeProperties(path string, props map[string]string) error {
 func nodeProps(n *Node, voters string, overrides map[string]string) map[string]string {
 	p := make(map[string]string, len(baseConfig)+len(overrides)+8)
 	for k, v := range baseConfig {
+		// The share-group coordinator (KIP-932) arrived in 4.0; 3.9 does
+		// not know its keys and would log them as unused.
+		if n.rel.before(4, 0) && strings.HasPrefix(k, "share.coordinator.") {
+			continue
+		}
 		p[k] = v
 	}
 	p["node.id"] = fmt.Sprint(n.ID)
