@@ -64,14 +64,14 @@ func (m dumpMode) String() string {
 
 // dumpFile is what DumpLogSegments said of one file.
 type dumpFile struct {
-	dumped        bool // a "Dumping <file>" line
-	batches       int
-	records       int
-	invalid       []string // batch lines with isvalid: false
-	trailing      string   // "Found N invalid bytes at the end of ..."
-	empty         bool     // "<file> is empty." (an index without entries)
-	sane          bool     // "<file> passed sanity check."
-	problems      []string // index mismatches, out-of-order or missing entries
+	dumped         bool // a "Dumping <file>" line
+	batches        int
+	records        int
+	invalid        []string // batch lines with isvalid: false
+	trailing       string   // "Found N invalid bytes at the end of ..."
+	empty          bool     // "<file> is empty." (an index without entries)
+	sane           bool     // "<file> passed sanity check."
+	problems       []string // index mismatches, out-of-order or missing entries
 	nonConsecutive []string // "a is followed by b" pairs: offsets missing
 }
 
