@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,14 +23,17 @@ import (
 
 // shadow is a kfollower Manager running in the test process.
 type shadow struct {
-	t       *testing.T
-	dir     string
-	m       *fetcher.Manager
-	mu      sync.Mutex
-	events  []follower.Event
-	cancel  context.CancelFunc
-	done    chan error
-	stopped bool
+	t      *testing.T
+	dir    string
+	m      *fetcher.Manager
+	mu     sync.Mutex
+	events []follower.Event
+	// appended counts the bytes and records the fetcher appended to our
+	// logs (its OnFetch "append" reports): every one, not a sample.
+	appendedBytes, appendedRecords atomic.Int64
+	cancel                         context.CancelFunc
+	done                           chan error
+	stopped                        bool
 }
 
 // follow starts following the named topics into dir (a new temp dir if "").
@@ -50,6 +54,10 @@ func follow(t *testing.T, c *kafka.Cluster, dir string, topics ...string) *shado
 			s.mu.Lock()
 			s.events = append(s.events, e)
 			s.mu.Unlock()
+		},
+		OnFetch: func(st fetcher.FetchStats) {
+			s.appendedBytes.Add(st.Bytes)
+			s.appendedRecords.Add(st.Records)
 		},
 	})
 	if err != nil {
