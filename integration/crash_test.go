@@ -59,7 +59,7 @@ func runChild() int {
 // kfollower is SIGKILLed three times while catching up and restarted on its
 // data: each time it reconciles and resumes from its log end, never from
 // zero, and the final log is a byte-exact prefix of the leader's: no gap, no
-// duplicate (DESIGN.md promise 4).
+// duplicate (docs/design.md promise 4).
 func TestKilledDuringCatchUp(t *testing.T) {
 	ctx := context.Background()
 	c := kafka.Start(t, kafka.Options{NeedsFaults: true})

@@ -76,7 +76,7 @@ func TestLeaderKillMidStream(t *testing.T) {
 	}
 }
 
-// The unclean election of kafka-harness.md §4.2 with kfollower attached: it
+// The unclean election of docs/testing.md §6.8 with kfollower attached: it
 // holds committed records of A that B never had; B is elected uncleanly.
 // kfollower needs one OffsetsForLeaderEpoch round trip, truncates to exactly
 // B's end of the shared epoch, keeps exactly the lost records in lost+found,

@@ -124,7 +124,7 @@ func (s *shadow) waitCaughtUp(ctx context.Context, c *kafka.Cluster, topic strin
 }
 
 // compareWithLeader asserts that our copy of topic-p is a byte-exact prefix
-// of the leader's log as the broker holds it on disk (DESIGN.md promise 1),
+// of the leader's log as the broker holds it on disk (docs/design.md promise 1),
 // and that our leader-epoch-checkpoint holds exactly the leader's entries
 // below our log end. It returns our log's size in bytes.
 func (s *shadow) compareWithLeader(ctx context.Context, c *kafka.Cluster, topic string, p int32) int {

@@ -22,7 +22,7 @@ import (
 type Options struct {
 	Layout Layout
 	// Features are feature levels fixed at format time, name → level, e.g.
-	// "eligible.leader.replicas.version": 0 (kafka-harness.md §4.2).
+	// "eligible.leader.replicas.version": 0 (docs/testing.md §6.8).
 	Features map[string]int
 	// Config overrides node properties on every node.
 	Config map[string]string
@@ -156,7 +156,7 @@ func start(t testing.TB, opts Options) (*Cluster, error) {
 		return nil, err
 	}
 	// All at once: a broker blocks in startup until the quorum has a leader,
-	// which one voter alone cannot elect (kafka-harness.md §1.2).
+	// which one voter alone cannot elect (docs/testing.md §6.2).
 	for _, n := range c.nodes {
 		if err := n.start(); err != nil {
 			return nil, err
@@ -253,7 +253,7 @@ func (c *Cluster) closeAdmin() {
 }
 
 // waitReady waits until every broker answers Metadata listing every broker
-// that should be up (kafka-harness.md §3.3): a broker opens its listener only
+// that should be up (docs/testing.md §6.6): a broker opens its listener only
 // once it is caught up and unfenced. It fails fast when a JVM has exited.
 func (c *Cluster) waitReady(ctx context.Context) error {
 	return c.waitBrokers(ctx, c.Bootstrap(), len(c.Bootstrap()))

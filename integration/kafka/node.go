@@ -51,7 +51,7 @@ func (n *Node) LogFile() string { return filepath.Join(n.Dir, "out.log") }
 func (n *Node) IsBroker() bool { return n.broker }
 
 // jvmArgs: heap sized so a 2-core / 24 GiB machine runs four JVMs with room
-// to spare (kafka-harness.md §3.1); the serial collector and C1 only, as on a
+// to spare (docs/testing.md §6.5); the serial collector and C1 only, as on a
 // 2-core machine they start faster and keep CPU for the test itself.
 func (n *Node) jvmArgs(main string, args ...string) ([]string, error) {
 	mainClass, err := findClass(n.lib, main)
@@ -82,7 +82,7 @@ func (n *Node) writeConfig(props map[string]string) error {
 }
 
 // format runs StorageTool format for this node, with static voters (no
-// --standalone: kafka-harness.md §1.1) and the chosen feature levels.
+// --standalone: docs/testing.md §6.2) and the chosen feature levels.
 func (n *Node) format(clusterID string, features []string) error {
 	// --cluster-id=ID as one argument: a random id may start with '-',
 	// which argparse4j would take for an option after a bare -t.
