@@ -23,26 +23,10 @@ test-integration:
 	$(GO) test -count=1 -timeout 30m -v $(INTEGRATION)
 
 # Kafka release lines besides the default (4.4.0, which `make test` runs):
-# the whole Kafka-starting suite on the oldest 4.x, and the reconciliation,
-# unclean-election, crash and audit tests on every other line, 3.9 (KRaft)
-# included. One line at a time (one harness cluster at a time on 2 cores),
-# each labelled; a summary names each line's result and time.
-KAFKA_FULL    ?= 4.0.2
-KAFKA_SUBSET  ?= 4.1.2 4.2.2 4.3.1 3.9.2
-VERSION_TESTS := ^(TestUncleanElectionLoss|TestReconcileTwoRoundtrips|TestKilledDuringCatchUp|TestAuditAfterUncleanElection|TestUncleanElectionDivergence|TestFindClassInResolvedJars|TestDumpLogJudgeRealTool)$$
-KAFKA_PKGS    := ./integration/... ./cmd/kfollower/
-
+# every Kafka-starting test on 4.0, the reconciliation, unclean-election,
+# crash and audit tests on 4.1, 4.2, 4.3 and 3.9; see the script.
 test-versions:
-	@summary=""; failed=0; passed=0; \
-	for v in $(KAFKA_FULL) $(KAFKA_SUBSET); do \
-	  case " $(KAFKA_FULL) " in *" $$v "*) what="whole suite"; run="";; *) what="reconciliation, unclean election, crash, audit"; run='$(VERSION_TESTS)';; esac; \
-	  echo "==== Kafka $$v: $$what ===="; start=$$(date +%s); \
-	  if KAFKA_VERSION=$$v $(GO) test -count=1 -timeout 30m $${run:+-run "$$run"} $(KAFKA_PKGS); then r=ok; passed=$$((passed+1)); else r=FAILED; failed=$$((failed+1)); fi; \
-	  line="Kafka $$v ($$what): $$r in $$(( $$(date +%s) - start ))s"; echo "==== $$line ===="; summary="$$summary$$line\n"; \
-	done; \
-	printf "==== Kafka version matrix ====\n$$summary"; \
-	echo "versions: $$passed passed, $$failed failed"; \
-	[ $$failed -eq 0 ]
+	GO=$(GO) bash integration/test-versions.sh
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

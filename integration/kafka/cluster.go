@@ -84,11 +84,16 @@ func start(t testing.TB, opts Options) (*Cluster, error) {
 	}
 	// One harness cluster at a time on this machine: go test runs packages
 	// in parallel, and two clusters on 2 cores starve each other.
+	waited := time.Now()
 	release, err := lockFile(filepath.Join(filepath.Dir(lib), "..", "cluster.lock"))
 	if err != nil {
 		return nil, err
 	}
 	t.Cleanup(release)
+	// Said, so that a test's time can be told from its wait for others.
+	if d := time.Since(waited); d > time.Second {
+		t.Logf("kafka harness: waited %v for the machine-wide cluster lock", d.Round(100*time.Millisecond))
+	}
 	c := &Cluster{t: t, Dir: t.TempDir(), Version: version}
 	// Registered before any JVM starts, so every later failure tears down.
 	t.Cleanup(c.teardown)
