@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 GO=${GO:-go}
 KAFKA_FULL=${KAFKA_FULL:-4.0.2}
 KAFKA_SUBSET=${KAFKA_SUBSET:-4.1.2 4.2.2 4.3.1 3.9.2}
-VERSION_TESTS=${VERSION_TESTS:-'^(TestUncleanElectionLoss|TestReconcileTwoRoundtrips|TestKilledDuringCatchUp|TestAuditAfterUncleanElection|TestFindClassInResolvedJars|TestDumpLogJudgeRealTool)$'}
+VERSION_TESTS=${VERSION_TESTS:-'^(TestUncleanElectionLoss|TestReconcileTwoRoundtrips|TestKilledDuringCatchUp|TestAuditAfterUncleanElection|TestFindClassInResolvedJars|TestDumpLogJudgeRealTool|TestAPIVersions)$'}
 PKGS=(./integration/... ./cmd/kfollower/)
 
 summary=() passed=0 failed=0 began=$(date +%s)
