@@ -2,9 +2,10 @@
 # make test-versions: the Kafka release lines besides the default one, which
 # `make test` runs. KAFKA_FULL lines run every test that starts Kafka;
 # KAFKA_SUBSET lines run VERSION_TESTS (reconciliation, unclean election,
-# crash, audit, and the DumpLogSegments judge). One line at a time: the
-# harness runs one cluster at a time on a machine. Each line's output is
-# headed by its version, and a summary gives each line's result and time.
+# crash, audit, the DumpLogSegments judge and the brokers' API versions).
+# One line at a time: the harness runs one cluster at a time on a machine.
+# Each line's output is headed by its version, and a summary gives each
+# line's result and time.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
