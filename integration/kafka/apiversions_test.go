@@ -5,10 +5,9 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/kfollower/kfollower/integration/kafka"
-	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // What each broker of the version under test answers in ApiVersions, for
@@ -32,26 +31,29 @@ func TestAPIVersions(t *testing.T) {
 		{43, 1, "the election type, for UNCLEAN (KIP-460)", "ElectLeaders"},
 		{75, 0, "the ELR (KIP-966), which the harness reads", "DescribeTopicPartitions"},
 	}
-	cl := c.Client()
-	for _, n := range c.Brokers() {
-		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		resp, err := cl.Broker(int(n.ID)).Request(rctx, kmsg.NewPtrApiVersionsRequest())
-		cancel()
-		if err != nil {
-			t.Fatalf("ApiVersions from broker %d: %v", n.ID, err)
+	vs, err := c.Admin().ApiVersions(ctx)
+	if err != nil {
+		t.Fatalf("ApiVersions: %v", err)
+	}
+	if len(vs) != len(c.Brokers()) {
+		t.Fatalf("ApiVersions answered by %d brokers, want %d", len(vs), len(c.Brokers()))
+	}
+	for _, v := range vs.Sorted() {
+		err := v.Err
+		if err == nil {
+			err = kerr.ErrorForCode(v.Raw().ErrorCode)
 		}
-		maxes := map[int16]int16{}
-		for _, k := range resp.(*kmsg.ApiVersionsResponse).ApiKeys {
-			maxes[k.ApiKey] = k.MaxVersion
+		if err != nil {
+			t.Fatalf("ApiVersions from broker %d: %v", v.NodeID, err)
 		}
 		var got []string
 		for _, r := range need {
-			v, ok := maxes[r.key]
-			if !ok || v < r.min {
-				t.Errorf("Kafka %s broker %d: %s up to v%d (present %v), want v%d or later for %s", c.Version, n.ID, r.name, v, ok, r.min, r.why)
+			top, ok := v.KeyMaxVersion(r.key)
+			if !ok || top < r.min {
+				t.Errorf("Kafka %s broker %d: %s up to v%d (present %v), want v%d or later for %s", c.Version, v.NodeID, r.name, top, ok, r.min, r.why)
 			}
-			got = append(got, fmt.Sprintf("%s v%d", r.name, v))
+			got = append(got, fmt.Sprintf("%s v%d", r.name, top))
 		}
-		t.Logf("Kafka %s broker %d: %s", c.Version, n.ID, strings.Join(got, ", "))
+		t.Logf("Kafka %s broker %d: %s", c.Version, v.NodeID, strings.Join(got, ", "))
 	}
 }
