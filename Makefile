@@ -5,7 +5,7 @@ PKGS        := ./...
 # Packages that start real Kafka brokers.
 INTEGRATION := ./integration/...
 
-.PHONY: test test-unit test-integration lint fmt build demo
+.PHONY: test test-unit test-integration test-versions lint fmt build demo
 .PHONY: test-compose
 
 build:
@@ -22,6 +22,12 @@ test-unit:
 
 test-integration:
 	$(GO) test -count=1 -timeout 30m -v $(INTEGRATION)
+
+# Kafka release lines besides the default (4.4.0, which `make test` runs):
+# every Kafka-starting test on 4.0, the reconciliation, unclean-election,
+# crash and audit tests on 4.1, 4.2, 4.3 and 3.9; see the script.
+test-versions:
+	GO=$(GO) bash integration/test-versions.sh
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

@@ -1,6 +1,6 @@
 // Package integration holds kfollower's end-to-end tests against real Apache
-// Kafka 4.x brokers in KRaft mode, started by the harness in
-// integration/kafka from jars resolved from Maven Central.
+// Kafka brokers in KRaft mode (3.9 and 4.x, KAFKA_VERSION), started by the
+// harness in integration/kafka from jars resolved from Maven Central.
 //
 // May import: anything.
 package integration

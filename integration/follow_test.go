@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -13,7 +15,6 @@ import (
 	"github.com/kfollower/kfollower/integration/kafka"
 	"github.com/kfollower/kfollower/storage"
 	"github.com/kfollower/kfollower/wire/batch"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -31,32 +32,18 @@ func TestFollowWhileProducing(t *testing.T) {
 	}})
 	c.CreateTopic(ctx, "codecs", rf3x4, nil)
 	c.CreateTopic(ctx, "txn", rf3x4, nil)
+	// Segments roll by size only (1 MiB, the smallest segment.bytes 4.x
+	// allows; segment.ms stays at its 7 days), so after compactBeforeFollowing
+	// the active segment has room for everything written later and the
+	// cleaner, which never cleans the active segment, finds nothing more to
+	// clean: the leaders' logs below it stay as they are while we copy.
 	c.CreateTopic(ctx, "compacted", rf3x4, map[string]string{
 		"cleanup.policy": "compact", "segment.bytes": "1048576", "min.cleanable.dirty.ratio": "0.01",
-		"min.compaction.lag.ms": "0", "segment.ms": "100", "delete.retention.ms": "100",
+		"min.compaction.lag.ms": "0", "delete.retention.ms": "100",
 	})
-
-	// The compacted topic is compacted before we follow it, then compaction
-	// is switched off so the leader's log stops changing under the check.
-	// 1 MiB is the smallest segment.bytes; 1 KiB values on 50 keys fill
-	// one segment and start a second, and the cleaner keeps little of the
-	// first: small batches (about 100 records) so whole batches go and
-	// leave gaps between the ones kept. Little to clean keeps the wait
-	// short on a loaded machine.
-	pad := strings.Repeat("x", 1000)
 	for p := int32(0); p < 4; p++ {
-		produceTo(ctx, t, c, "compacted", p, "old"+pad, 1500, kgo.ProducerBatchMaxBytes(100_000))
+		compactBeforeFollowing(ctx, t, c, "compacted", p)
 	}
-	compacted := waitCompacted(ctx, t, c, "compacted", 4)
-	del := "delete"
-	res, err := c.Admin().AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "cleanup.policy", Value: &del}}, "compacted")
-	if err == nil {
-		_, err = res.On("compacted", nil)
-	}
-	if err != nil {
-		t.Fatalf("switching compaction off: %v", err)
-	}
-	waitStable(ctx, t, c, "compacted", 4)
 
 	s := follow(t, c, "", "codecs", "txn", "compacted")
 	var wg sync.WaitGroup
@@ -68,7 +55,9 @@ func TestFollowWhileProducing(t *testing.T) {
 	}
 	wg.Go(func() { produceTransactions(ctx, t, c, "txn", 4, 12) })
 	for p := int32(0); p < 4; p++ {
-		wg.Go(func() { produceTo(ctx, t, c, "compacted", p, "new", 500) })
+		// Keys of their own: nothing written now supersedes what the
+		// cleaner kept, so no later cleaning could remove copied records.
+		wg.Go(func() { produceKeyed(ctx, t, c, "compacted", p, "new", 500, nil) })
 	}
 	wg.Wait()
 	if t.Failed() {
@@ -81,9 +70,9 @@ func TestFollowWhileProducing(t *testing.T) {
 				t.Fatalf("%s-%d: nothing copied", topic, p)
 			}
 			if p == 0 || topic == "codecs" {
-				checkWithDumpLogSegments(t, s.dir, topic, p)
+				checkWithDumpLogSegments(t, s.dir, topic, p, topic == "compacted")
 			}
-			if topic == "compacted" && compacted[p] && !skipsOffsets(readSegments(t, storage.PartitionDir(s.dir, topic, p))) {
+			if topic == "compacted" && !skipsOffsets(readSegments(t, storage.PartitionDir(s.dir, topic, p))) {
 				t.Fatalf("%s-%d: our copy of a compacted log has no gaps", topic, p)
 			}
 		}
@@ -91,6 +80,128 @@ func TestFollowWhileProducing(t *testing.T) {
 	if evs := s.Events(); len(evs) != 0 {
 		t.Fatalf("no leader changed, yet events were reported: %v", evs)
 	}
+}
+
+// compactBeforeFollowing writes 1500 records of 1 KiB over 50 keys to
+// topic-p, in batches of about 100 records so the cleaner removes whole
+// batches and leaves gaps between the ones it keeps; then records of
+// their own keys until the leader rolls a segment after the last keyed
+// one, so that every superseded record lies below the active segment, the
+// part of the log the cleaner cleans (LogCleanerManager's first
+// uncleanable offset). It then waits for the leader's cleaner to report,
+// in the cleaner-offset-checkpoint of its log dir, that it has cleaned
+// the log up to that segment, and asserts the leader's log has gaps. No
+// grace period, no "nothing changed for a while": the cleaner's own
+// record says it is done, and there is nothing left for it to clean.
+func compactBeforeFollowing(ctx context.Context, t *testing.T, c *kafka.Cluster, topic string, p int32) {
+	t.Helper()
+	pad := strings.Repeat("x", 1000)
+	// Uncompressed, so that 1 KiB is 1 KiB on disk and fills segments.
+	plain := []kgo.Opt{kgo.ProducerBatchMaxBytes(100_000), kgo.ProducerBatchCompression(kgo.NoCompression())}
+	keyed := produceKeyed(ctx, t, c, topic, p, "old"+pad, 1500, func(i int) string { return fmt.Sprintf("k%d", i%50) }, plain...)
+	if len(keyed) == 0 {
+		t.FailNow()
+	}
+	last := keyed[len(keyed)-1].Offset
+	st := c.WaitPartition(ctx, topic, p, "a leader", func(s kafka.PartitionState) bool { return s.Leader >= 0 })
+	logDir := c.Node(st.Leader).DataDir()
+	dir := filepath.Join(logDir, fmt.Sprintf("%s-%d", topic, p))
+	var active int64
+	for i := 0; ; i++ {
+		active = activeSegment(t, dir)
+		if active > last {
+			break
+		}
+		if i == 40 {
+			t.Fatalf("%s: no segment rolled after offset %d (active segment at %d)", dir, last, active)
+		}
+		if rs := produceKeyed(ctx, t, c, topic, p, "roll"+pad, 50, func(j int) string { return fmt.Sprintf("roll%d-%d", i, j) }, plain...); rs == nil {
+			t.FailNow()
+		}
+	}
+	deadline := time.Now().Add(120 * time.Second)
+	for {
+		cleaned, ok := cleanerCheckpoint(t, logDir, topic, p)
+		if ok && cleaned >= active {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s-%d: the leader's cleaner has not cleaned up to %d within 120 s (its checkpoint: %d, present %v)", topic, p, active, cleaned, ok)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !skipsOffsets(readSegments(t, dir)) {
+		t.Fatalf("%s: cleaned up to %d, yet no offset is missing", dir, active)
+	}
+}
+
+// activeSegment is the base offset of the newest segment in a partition dir.
+func activeSegment(t *testing.T, dir string) int64 {
+	t.Helper()
+	logs, err := filepath.Glob(filepath.Join(dir, "*.log"))
+	if err != nil || len(logs) == 0 {
+		t.Fatalf("%s: no segments (%v)", dir, err)
+	}
+	slices.Sort(logs)
+	base, err := strconv.ParseInt(strings.TrimSuffix(filepath.Base(logs[len(logs)-1]), ".log"), 10, 64)
+	if err != nil {
+		t.Fatalf("%s: %v", logs[len(logs)-1], err)
+	}
+	return base
+}
+
+// cleanerCheckpoint reads topic-p's entry of a log dir's
+// cleaner-offset-checkpoint, which the log cleaner rewrites after each log
+// it cleans (LogCleanerManager.updateCheckpoints): version 0, a count,
+// then "topic partition offset" lines, the offset being where the cleaned
+// part of the log ends.
+func cleanerCheckpoint(t *testing.T, logDir, topic string, p int32) (int64, bool) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(logDir, "cleaner-offset-checkpoint"))
+	if os.IsNotExist(err) {
+		return 0, false // no log cleaned yet
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(ls) < 2 || ls[0] != "0" {
+		t.Fatalf("%s/cleaner-offset-checkpoint: not a version-0 checkpoint: %q", logDir, b)
+	}
+	for _, l := range ls[2:] {
+		f := strings.Fields(l)
+		if len(f) == 3 && f[0] == topic && f[1] == strconv.Itoa(int(p)) {
+			off, err := strconv.ParseInt(f[2], 10, 64)
+			if err != nil {
+				t.Fatalf("%s/cleaner-offset-checkpoint: %q: %v", logDir, l, err)
+			}
+			return off, true
+		}
+	}
+	return 0, false
+}
+
+// produceKeyed writes n records "<prefix>-<i>" to topic-p with acks=all,
+// keyed key(i), or "<prefix>-<i>" when key is nil, and returns them acked.
+func produceKeyed(ctx context.Context, t *testing.T, c *kafka.Cluster, topic string, p int32, prefix string, n int, key func(int) string, opts ...kgo.Opt) []*kgo.Record {
+	t.Helper()
+	if key == nil {
+		key = func(i int) string { return fmt.Sprintf("%s-%d", prefix, i) }
+	}
+	cl := c.Client(append([]kgo.Opt{kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.RequiredAcks(kgo.AllISRAcks())}, opts...)...)
+	defer cl.Close()
+	rs := make([]*kgo.Record, n)
+	for i := range rs {
+		rs[i] = &kgo.Record{Partition: p, Key: []byte(key(i)), Value: fmt.Appendf(nil, "%s-%06d", prefix, i)}
+	}
+	pctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := cl.ProduceSync(pctx, rs...).FirstErr(); err != nil {
+		t.Errorf("producing %s to %s-%d: %v", prefix, topic, p, err)
+		return nil
+	}
+	return rs
 }
 
 // produceTransactions runs n transactions over the topic's partitions,
@@ -119,84 +230,6 @@ func produceTransactions(ctx context.Context, t *testing.T, c *kafka.Cluster, to
 			return
 		}
 	}
-}
-
-// waitCompacted waits until the partitions' leader logs, on disk, skip
-// offsets (the cleaner has run), and returns which do. The broker's cleaner
-// takes its logs one at a time in its own order, and on a busy machine may
-// not reach all of them soon: after the first is compacted, the others get
-// a grace period, and at least one must be.
-func waitCompacted(ctx context.Context, t *testing.T, c *kafka.Cluster, topic string, partitions int32) map[int32]bool {
-	t.Helper()
-	done := map[int32]bool{}
-	deadline := time.Now().Add(180 * time.Second)
-	for len(done) < int(partitions) && time.Now().Before(deadline) {
-		for p := range partitions {
-			if !done[p] && hasOffsetGap(t, c, ctx, topic, p) {
-				done[p] = true
-				if g := time.Now().Add(30 * time.Second); g.Before(deadline) {
-					deadline = g
-				}
-			}
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	if len(done) == 0 {
-		t.Fatalf("no partition of %s was compacted within the deadline", topic)
-	}
-	t.Logf("%s: %d of %d partitions compacted before following", topic, len(done), partitions)
-	return done
-}
-
-// waitStable waits until no leader log of topic changes on disk for a
-// second and no cleaning is under way (.cleaned or .swap files), so that a
-// cleaning that began before compaction was switched off cannot rewrite
-// what we are about to copy.
-func waitStable(ctx context.Context, t *testing.T, c *kafka.Cluster, topic string, partitions int32) {
-	t.Helper()
-	snapshot := func() string {
-		var b strings.Builder
-		for p := range partitions {
-			st, err := c.Partition(ctx, topic, p)
-			if err != nil {
-				return "error"
-			}
-			files, _ := filepath.Glob(filepath.Join(c.Node(st.Leader).DataDir(), fmt.Sprintf("%s-%d", topic, p), "*"))
-			for _, f := range files {
-				if strings.HasSuffix(f, ".cleaned") || strings.HasSuffix(f, ".swap") {
-					return "cleaning"
-				}
-				if fi, err := os.Stat(f); err == nil {
-					fmt.Fprintf(&b, "%s %d\n", f, fi.Size())
-				}
-			}
-		}
-		return b.String()
-	}
-	deadline := time.Now().Add(60 * time.Second)
-	prev := snapshot()
-	for {
-		time.Sleep(time.Second)
-		cur := snapshot()
-		if cur == prev && cur != "cleaning" && cur != "error" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the leader logs of %s kept changing for 60 s after compaction was switched off", topic)
-		}
-		prev = cur
-	}
-}
-
-// hasOffsetGap reports whether the leader's log of topic-p, on disk, skips
-// offsets.
-func hasOffsetGap(t *testing.T, c *kafka.Cluster, ctx context.Context, topic string, p int32) bool {
-	t.Helper()
-	st, err := c.Partition(ctx, topic, p)
-	if err != nil || st.Leader < 0 {
-		return false
-	}
-	return skipsOffsets(readSegments(t, filepath.Join(c.Node(st.Leader).DataDir(), fmt.Sprintf("%s-%d", topic, p))))
 }
 
 // skipsOffsets reports whether a log's batches skip offsets: the cleaner

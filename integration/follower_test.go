@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/kfollower/kfollower/follower"
 	"github.com/kfollower/kfollower/integration/kafka"
 	"github.com/kfollower/kfollower/storage"
+	"github.com/kfollower/kfollower/wire"
 	"github.com/kfollower/kfollower/wire/batch"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -24,14 +26,17 @@ import (
 // observer.
 type shadow struct {
 	fetcher.NopObserver
-	t       *testing.T
-	dir     string
-	m       *fetcher.Manager
-	mu      sync.Mutex
-	events  []follower.Event
-	cancel  context.CancelFunc
-	done    chan error
-	stopped bool
+	t      *testing.T
+	dir    string
+	m      *fetcher.Manager
+	mu     sync.Mutex
+	events []follower.Event
+	// appended counts the bytes and records the fetcher appended to our
+	// logs (its Appended reports): every one, not a sample.
+	appendedBytes, appendedRecords atomic.Int64
+	cancel                         context.CancelFunc
+	done                           chan error
+	stopped                        bool
 }
 
 // follow starts following the named topics into dir (a new temp dir if "").
@@ -73,6 +78,12 @@ func (s *shadow) stop() {
 }
 
 // Event is fetcher.Observer's: the shadow keeps every event.
+// Appended counts what the fetcher appended (fetcher.Observer).
+func (s *shadow) Appended(_ int32, _ wire.TopicPartition, bytes, records int64) {
+	s.appendedBytes.Add(bytes)
+	s.appendedRecords.Add(records)
+}
+
 func (s *shadow) Event(e follower.Event) {
 	s.mu.Lock()
 	s.events = append(s.events, e)
@@ -121,7 +132,7 @@ func (s *shadow) waitCaughtUp(ctx context.Context, c *kafka.Cluster, topic strin
 }
 
 // compareWithLeader asserts that our copy of topic-p is a byte-exact prefix
-// of the leader's log as the broker holds it on disk (DESIGN.md promise 1),
+// of the leader's log as the broker holds it on disk (docs/design.md promise 1),
 // and that our leader-epoch-checkpoint holds exactly the leader's entries
 // below our log end. It returns our log's size in bytes.
 func (s *shadow) compareWithLeader(ctx context.Context, c *kafka.Cluster, topic string, p int32) int {

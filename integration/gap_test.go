@@ -16,7 +16,7 @@ import (
 
 // DeleteRecords on the leader past our log end while kfollower is stopped:
 // after restart it keeps the history it holds, reports the gap exactly, and
-// continues from the leader's log start (kafka-internals.md §3.4).
+// continues from the leader's log start (docs/kafka.md §7).
 func TestRetentionGap(t *testing.T) {
 	ctx := context.Background()
 	c := kafka.Start(t, kafka.Options{NeedsFaults: true})

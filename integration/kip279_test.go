@@ -12,7 +12,7 @@ import (
 // final leader never had, and that leader holds an epoch (eZ < eX) kfollower
 // never saw, so reconciliation needs two OffsetsForLeaderEpoch round trips:
 // ask eX → the leader names eZ, which we lack → cut to the end of our e0,
-// ask e0 → agree at N1 (kafka-harness.md §4.3 C2, KAFKA-6361).
+// ask e0 → agree at N1 (docs/testing.md §6.9, KAFKA-6361).
 //
 //	e0  A leads: N1 records, copied by kfollower; kfollower stops
 //	eZ  A paused and fenced, B leads: SZ records (kfollower is away)

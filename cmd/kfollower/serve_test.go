@@ -84,7 +84,7 @@ func TestServe(t *testing.T) {
 		// Kafka's own consumer, which no one here wrote, in assign mode:
 		// with --partition it assigns and seeks, without it it would join
 		// a group, which kfollower does not serve yet.
-		out, err := kafka.RunTool("org.apache.kafka.tools.consumer.ConsoleConsumer",
+		out, err := kafka.RunTool(kafka.ToolConsoleConsumer,
 			"--bootstrap-server", addr, "--topic", topic, "--partition", "0", "--offset", "earliest",
 			"--max-messages", fmt.Sprint(len(want)), "--timeout-ms", "60000",
 			"--formatter-property", "print.offset=true", "--formatter-property", "print.key=true",
@@ -93,22 +93,22 @@ func TestServe(t *testing.T) {
 			t.Fatal(err)
 		}
 		var got []string
-		for _, line := range strings.Split(out, "\n") {
+		for _, line := range strings.Split(out.Stdout, "\n") {
 			if strings.HasPrefix(line, "CreateTime:") {
 				got = append(got, line)
 			}
 		}
 		fromCluster := consumeAll(ctx, t, c.Bootstrap(), topic, len(want))
 		if len(got) != len(fromCluster) {
-			t.Fatalf("the console consumer printed %d records, want %d:\n%s", len(got), len(fromCluster), tail(out, 20))
+			t.Fatalf("the console consumer printed %d records, want %d:\n%s", len(got), len(fromCluster), tail(out.Stdout, 20))
 		}
 		for i, r := range fromCluster {
 			if w := consoleLine(r); got[i] != w {
 				t.Fatalf("record %d: the console consumer printed\n  %q\nwant (from the cluster)\n  %q", i, got[i], w)
 			}
 		}
-		if !strings.Contains(out, fmt.Sprintf("Processed a total of %d messages", len(want))) {
-			t.Errorf("the console consumer did not report %d messages:\n%s", len(want), tail(out, 10))
+		if !strings.Contains(out.Stdout+out.Stderr, fmt.Sprintf("Processed a total of %d messages", len(want))) {
+			t.Errorf("the console consumer did not report %d messages:\n%s", len(want), tail(out.Stderr, 10))
 		}
 	})
 

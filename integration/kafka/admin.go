@@ -172,7 +172,7 @@ func (c *Cluster) WaitPartition(ctx context.Context, topic string, partition int
 // ElectUnclean runs ElectLeaders(UNCLEAN) for topic-partition, retrying while
 // no live replica is eligible yet (a resumed broker not yet unfenced), and
 // returns the new state. It works whatever the topic's
-// unclean.leader.election.enable says (kafka-harness.md §4.2).
+// unclean.leader.election.enable says (docs/testing.md §6.8).
 func (c *Cluster) ElectUnclean(ctx context.Context, topic string, partition int32) PartitionState {
 	c.t.Helper()
 	return c.elect(ctx, kadm.ElectLiveReplica, topic, partition)

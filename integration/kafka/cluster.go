@@ -22,7 +22,7 @@ import (
 type Options struct {
 	Layout Layout
 	// Features are feature levels fixed at format time, name → level, e.g.
-	// "eligible.leader.replicas.version": 0 (kafka-harness.md §4.2).
+	// "eligible.leader.replicas.version": 0 (docs/testing.md §6.8).
 	Features map[string]int
 	// Config overrides node properties on every node.
 	Config map[string]string
@@ -74,17 +74,26 @@ func Start(t testing.TB, opts Options) *Cluster {
 
 func start(t testing.TB, opts Options) (*Cluster, error) {
 	version := Version()
+	rel, err := parseRelease(version)
+	if err != nil {
+		return nil, err
+	}
 	lib, err := EnsureJars(version)
 	if err != nil {
 		return nil, err
 	}
 	// One harness cluster at a time on this machine: go test runs packages
 	// in parallel, and two clusters on 2 cores starve each other.
+	waited := time.Now()
 	release, err := lockFile(filepath.Join(filepath.Dir(lib), "..", "cluster.lock"))
 	if err != nil {
 		return nil, err
 	}
 	t.Cleanup(release)
+	// Said, so that a test's time can be told from its wait for others.
+	if d := time.Since(waited); d > time.Second {
+		t.Logf("kafka harness: waited %v for the machine-wide cluster lock", d.Round(100*time.Millisecond))
+	}
 	c := &Cluster{t: t, Dir: t.TempDir(), Version: version}
 	// Registered before any JVM starts, so every later failure tears down.
 	t.Cleanup(c.teardown)
@@ -105,7 +114,7 @@ func start(t testing.TB, opts Options) (*Cluster, error) {
 	}
 	next := func() int { p := ports[0]; ports = ports[1:]; return p }
 	for _, id := range ids {
-		n := &Node{ID: id, broker: true, controller: opts.Layout == Combined, lib: lib}
+		n := &Node{ID: id, broker: true, controller: opts.Layout == Combined, lib: lib, rel: rel}
 		n.Port = next()
 		if n.controller {
 			n.ControllerPort = next()
@@ -114,7 +123,7 @@ func start(t testing.TB, opts Options) (*Cluster, error) {
 		c.nodes = append(c.nodes, n)
 	}
 	if ctl >= 0 {
-		c.nodes = append(c.nodes, &Node{ID: ctl, controller: true, lib: lib, ControllerPort: next()})
+		c.nodes = append(c.nodes, &Node{ID: ctl, controller: true, lib: lib, rel: rel, ControllerPort: next()})
 	}
 	var voters []string
 	for _, n := range c.nodes {
@@ -134,12 +143,9 @@ func start(t testing.TB, opts Options) (*Cluster, error) {
 		if err := os.MkdirAll(filepath.Join(n.Dir, "logs"), 0o755); err != nil {
 			return nil, fmt.Errorf("creating %s: %w", n.Dir, err)
 		}
-		if err := os.WriteFile(filepath.Join(n.Dir, "log4j2.properties"), []byte(log4jConfig), 0o644); err != nil {
-			return nil, fmt.Errorf("writing log4j config for node %d: %w", n.ID, err)
-		}
 		props := nodeProps(n, strings.Join(voters, ","), opts.Config)
 		opts.Security.apply(n, props)
-		if err := writeProperties(n.config, props); err != nil {
+		if err := n.writeConfig(props); err != nil {
 			return nil, err
 		}
 	}
@@ -155,7 +161,7 @@ func start(t testing.TB, opts Options) (*Cluster, error) {
 		return nil, err
 	}
 	// All at once: a broker blocks in startup until the quorum has a leader,
-	// which one voter alone cannot elect (kafka-harness.md §1.2).
+	// which one voter alone cannot elect (docs/testing.md §6.2).
 	for _, n := range c.nodes {
 		if err := n.start(); err != nil {
 			return nil, err
@@ -252,7 +258,7 @@ func (c *Cluster) closeAdmin() {
 }
 
 // waitReady waits until every broker answers Metadata listing every broker
-// that should be up (kafka-harness.md §3.3): a broker opens its listener only
+// that should be up (docs/testing.md §6.6): a broker opens its listener only
 // once it is caught up and unfenced. It fails fast when a JVM has exited.
 func (c *Cluster) waitReady(ctx context.Context) error {
 	return c.waitBrokers(ctx, c.Bootstrap(), len(c.Bootstrap()))

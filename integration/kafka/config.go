@@ -20,7 +20,7 @@ const (
 	Combined Layout = iota
 	// Isolated is one controller-only node (id 100) and three brokers
 	// (ids 1-3), so two brokers can be down at once and elections still
-	// happen (kafka-harness.md §1.3).
+	// happen (docs/testing.md §6.4).
 	Isolated
 )
 
@@ -34,7 +34,7 @@ func (l Layout) String() string {
 // ControllerID is the node id of the controller in the Isolated layout.
 const ControllerID = 100
 
-// baseConfig is the per-node tuning of kafka-harness.md §1.2 and §3.2: RF 3
+// baseConfig is the per-node tuning of docs/testing.md §6.3 and §6.5: RF 3
 // internal topics so a killed broker does not stop them, fast fencing and ISR
 // shrink, no automatic preferred-leader moves, periodic unclean elections for
 // topics that allow them, and small buffers for a 2-core machine.
@@ -64,17 +64,6 @@ var baseConfig = map[string]string{
 	"log.flush.offset.checkpoint.interval.ms":          "1000",
 }
 
-const log4jConfig = `status = warn
-appender.console.type = Console
-appender.console.name = STDOUT
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = INFO
-rootLogger.appenderRef.stdout.ref = STDOUT
-logger.statechange.name = state.change.logger
-logger.statechange.level = INFO
-`
-
 // newClusterID makes a KRaft cluster id as StorageTool random-uuid prints it:
 // 16 random bytes, URL-safe base64 without padding.
 func newClusterID() string {
@@ -85,7 +74,7 @@ func newClusterID() string {
 
 // freePorts reserves n distinct loopback ports. Listeners are held until all
 // are chosen so the kernel never hands the same port out twice; Kafka needs
-// fixed ports because the voters line names them (kafka-harness.md §3.3).
+// fixed ports because the voters line names them (docs/testing.md §6.3).
 func freePorts(n int) ([]int, error) {
 	ports := make([]int, 0, n)
 	var ls []net.Listener
@@ -126,6 +115,11 @@ func writeProperties(path string, props map[string]string) error {
 func nodeProps(n *Node, voters string, overrides map[string]string) map[string]string {
 	p := make(map[string]string, len(baseConfig)+len(overrides)+8)
 	for k, v := range baseConfig {
+		// The share-group coordinator (KIP-932) arrived in 4.0; 3.9 does
+		// not know its keys and would log them as unused.
+		if n.rel.before(4, 0) && strings.HasPrefix(k, "share.coordinator.") {
+			continue
+		}
 		p[k] = v
 	}
 	p["node.id"] = fmt.Sprint(n.ID)

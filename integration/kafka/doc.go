@@ -1,13 +1,16 @@
-// Package kafka runs a real Apache Kafka 4.x cluster in KRaft mode on loopback
-// for tests anywhere in the repository.
+// Package kafka runs a real Apache Kafka cluster in KRaft mode on loopback
+// for tests anywhere in the repository: any release line of Releases (3.9
+// and 4.0 to 4.4), chosen by KAFKA_VERSION (default DefaultVersion).
 //
 // The jars come from Maven Central through the checked-in pom.xml (Kafka at
-// KAFKA_VERSION, default DefaultVersion, plus log4j2 and its SLF4J 1.x
-// binding, which the kafka_2.13 POM lacks) and are cached outside the work
-// tree. Nodes are plain JVMs, `java -cp '<lib>/*' kafka.Kafka node.properties`,
-// each in its own process group, formatted with kafka.tools.StorageTool: no
-// tarball, no Docker. Recipes and the Kafka source behind every setting are in
-// ../shared/reference/kafka-harness.md.
+// that version, plus, for 4.x, log4j2 and its SLF4J 1.x binding, which the
+// kafka_2.13 POM lacks) and are cached outside the work tree. Nodes are
+// plain JVMs, `java -cp '<lib>/*' kafka.Kafka node.properties`, each in its
+// own process group, formatted with StorageTool: no tarball, no Docker. Main
+// classes are looked up in the resolved jars (release.go), as tools move
+// between modules across lines. Recipes and the Kafka source behind every
+// setting are in docs/testing.md §6; what differs by release line, in
+// docs/kafka-versions.md.
 //
 // Two layouts: three combined broker+controller nodes (Combined), and one
 // controller-only node plus three brokers (Isolated), needed whenever two

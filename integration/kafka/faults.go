@@ -46,7 +46,7 @@ func (c *Cluster) Stop(id int32) {
 }
 
 // Pause SIGSTOPs node id: it stops fetching and heartbeating, so it leaves
-// the ISR and is fenced (kafka-harness.md §4.2).
+// the ISR and is fenced (docs/testing.md §6.8).
 func (c *Cluster) Pause(id int32) {
 	c.t.Helper()
 	n := c.Node(id)

@@ -11,6 +11,10 @@ import (
 // A random cluster id starts with '-' one time in 64; StorageTool must
 // still read it as the id, not as an option (it once failed a CI run).
 func TestFormatClusterIDStartingWithDash(t *testing.T) {
+	rel, err := parseRelease(Version())
+	if err != nil {
+		t.Fatal(err)
+	}
 	lib, err := EnsureJars(Version())
 	if err != nil {
 		t.Fatal(err)
@@ -19,12 +23,9 @@ func TestFormatClusterIDStartingWithDash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := &Node{ID: 1, controller: true, lib: lib, ControllerPort: ports[0], Dir: t.TempDir()}
+	n := &Node{ID: 1, controller: true, lib: lib, rel: rel, ControllerPort: ports[0], Dir: t.TempDir()}
 	n.config = filepath.Join(n.Dir, "server.properties")
-	if err := os.WriteFile(filepath.Join(n.Dir, "log4j2.properties"), []byte(log4jConfig), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := writeProperties(n.config, nodeProps(n, fmt.Sprintf("1@127.0.0.1:%d", ports[0]), nil)); err != nil {
+	if err := n.writeConfig(nodeProps(n, fmt.Sprintf("1@127.0.0.1:%d", ports[0]), nil)); err != nil {
 		t.Fatal(err)
 	}
 	const id = "-AbCdEfGhIjKlMnOpQrStA" // 22 characters, 16 bytes of base64url

@@ -41,7 +41,7 @@ func TestLeaderKillKeepsAckedRecords(t *testing.T) {
 	}
 }
 
-// The divergence recipe of kafka-harness.md §4.2: the old leader A holds
+// The divergence recipe of docs/testing.md §6.8: the old leader A holds
 // committed records that B lacks; B is elected uncleanly and takes new
 // records at the same offsets; A restarts, truncates to the divergence point
 // and copies B's records.

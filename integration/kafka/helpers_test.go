@@ -82,7 +82,7 @@ type epochEntry struct {
 }
 
 // readEpochCheckpoint parses a broker's leader-epoch-checkpoint (version 0,
-// count, then "epoch startOffset" lines; kafka-internals.md §5.4).
+// count, then "epoch startOffset" lines; docs/kafka.md §10.3).
 func readEpochCheckpoint(t *testing.T, path string) []epochEntry {
 	t.Helper()
 	f, err := os.Open(path)

@@ -2,12 +2,14 @@ package kafka
 
 import (
 	"bytes"
+	"crypto/sha256"
 	_ "embed"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 )
@@ -55,6 +57,10 @@ func CheckJava() error {
 // (go test runs packages in parallel) serialise on a lock file; a finished
 // directory carries a marker, so a later run downloads nothing.
 func EnsureJars(version string) (string, error) {
+	rel, err := parseRelease(version)
+	if err != nil {
+		return "", err
+	}
 	if err := CheckJava(); err != nil {
 		return "", err
 	}
@@ -64,7 +70,7 @@ func EnsureJars(version string) (string, error) {
 	}
 	lib := filepath.Join(cache, "kafka-"+version, "lib")
 	marker := filepath.Join(lib, ".complete")
-	if _, err := os.Stat(marker); err == nil {
+	if complete(marker, version) {
 		return lib, nil
 	}
 	if err := os.MkdirAll(filepath.Dir(lib), 0o755); err != nil {
@@ -75,7 +81,7 @@ func EnsureJars(version string) (string, error) {
 		return "", err
 	}
 	defer release()
-	if _, err := os.Stat(marker); err == nil {
+	if complete(marker, version) {
 		return lib, nil // another process finished while we waited
 	}
 	if _, err := exec.LookPath("mvn"); err != nil {
@@ -99,6 +105,7 @@ func EnsureJars(version string) (string, error) {
 	args = append(args, strings.Fields(os.Getenv("KFOLLOWER_MVN_FLAGS"))...)
 	args = append(args, "dependency:copy-dependencies",
 		"-Dkafka.version="+version,
+		"-Dkafka.logging="+rel.mavenLogging(),
 		"-DincludeScope=runtime",
 		"-DoutputDirectory="+out)
 	cmd := exec.Command("mvn", args...)
@@ -108,10 +115,10 @@ func EnsureJars(version string) (string, error) {
 		return "", fmt.Errorf("resolving org.apache.kafka:kafka_2.13:%s from Maven Central with %q failed (%v); is Maven Central reachable?\n%s",
 			version, strings.Join(cmd.Args, " "), err, tail(buf.String(), 40))
 	}
-	if err := checkJars(out, version); err != nil {
+	if err := checkJars(out, rel); err != nil {
 		return "", err
 	}
-	if err := os.WriteFile(filepath.Join(out, ".complete"), []byte(version+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(out, ".complete"), []byte(markerText(version)), 0o644); err != nil {
 		return "", fmt.Errorf("marking %s complete: %w", out, err)
 	}
 	_ = os.RemoveAll(lib) // a half-finished directory from an older harness
@@ -121,9 +128,22 @@ func EnsureJars(version string) (string, error) {
 	return lib, nil
 }
 
-// checkJars asserts what kafka-harness.md §2.1 says the classpath must hold:
-// the broker, its runtime modules, and exactly the SLF4J 1.x binding.
-func checkJars(dir, version string) error {
+// markerText is what a complete jar directory's marker holds: the version
+// and a digest of the pom that resolved it, so a changed pom.xml resolves
+// again instead of reusing a classpath it would no longer produce.
+func markerText(version string) string {
+	return fmt.Sprintf("%s pom-sha256:%x\n", version, sha256.Sum256(pomXML))
+}
+
+func complete(marker, version string) bool {
+	b, err := os.ReadFile(marker)
+	return err == nil && string(b) == markerText(version)
+}
+
+// checkJars asserts what the classpath must hold: the broker, its runtime
+// modules, the tools, and exactly one SLF4J 1.x binding, the one of the
+// release's logging backend (release.log4j2).
+func checkJars(dir string, rel release) error {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return fmt.Errorf("reading resolved jars in %s: %w", dir, err)
@@ -132,20 +152,24 @@ func checkJars(dir, version string) error {
 	for _, e := range entries {
 		have[e.Name()] = true
 	}
-	for _, want := range []string{"kafka_2.13-" + version + ".jar", "kafka-server-" + version + ".jar", "kafka-raft-" + version + ".jar", "kafka-tools-" + version + ".jar"} {
+	v := rel.version
+	for _, want := range []string{"kafka_2.13-" + v + ".jar", "kafka-server-" + v + ".jar", "kafka-raft-" + v + ".jar", "kafka-tools-" + v + ".jar"} {
 		if !have[want] {
 			return fmt.Errorf("resolved jars in %s lack %s", dir, want)
 		}
 	}
-	var binding bool
+	var bindings []string
 	for name := range have {
-		if strings.HasPrefix(name, "log4j-slf4j2-impl") {
-			return fmt.Errorf("resolved jars in %s hold %s, an SLF4J 2 binding; Kafka uses SLF4J 1.x (log4j-slf4j-impl)", dir, name)
+		for _, b := range []string{"log4j-slf4j-impl-", "log4j-slf4j2-impl-", "slf4j-reload4j-", "slf4j-log4j12-", "slf4j-simple-", "logback-classic-"} {
+			if strings.HasPrefix(name, b) {
+				bindings = append(bindings, name)
+			}
 		}
-		binding = binding || strings.HasPrefix(name, "log4j-slf4j-impl")
 	}
-	if !binding {
-		return fmt.Errorf("resolved jars in %s lack log4j-slf4j-impl: the brokers would log nothing", dir)
+	slices.Sort(bindings)
+	if len(bindings) != 1 || !strings.HasPrefix(bindings[0], rel.slf4jBinding()) {
+		return fmt.Errorf("resolved jars in %s hold the SLF4J bindings %v; Kafka %s needs exactly one, %s*.jar (SLF4J 1.x): without it the brokers log nothing, with two SLF4J picks either",
+			dir, bindings, v, rel.slf4jBinding())
 	}
 	return nil
 }

@@ -23,6 +23,7 @@ type Node struct {
 
 	broker, controller bool
 	lib                string
+	rel                release
 	config             string // properties file
 
 	mu     sync.Mutex // guards proc, down and paused
@@ -50,25 +51,38 @@ func (n *Node) LogFile() string { return filepath.Join(n.Dir, "out.log") }
 func (n *Node) IsBroker() bool { return n.broker }
 
 // jvmArgs: heap sized so a 2-core / 24 GiB machine runs four JVMs with room
-// to spare (kafka-harness.md §3.1); the serial collector and C1 only, as on a
+// to spare (docs/testing.md §6.5); the serial collector and C1 only, as on a
 // 2-core machine they start faster and keep CPU for the test itself.
-func (n *Node) jvmArgs(mainClass string, args ...string) []string {
+func (n *Node) jvmArgs(main string, args ...string) ([]string, error) {
+	mainClass, err := findClass(n.lib, main)
+	if err != nil {
+		return nil, err
+	}
 	heap := []string{"-Xms256m", "-Xmx512m"}
 	if !n.broker {
 		heap = []string{"-Xms128m", "-Xmx256m"}
 	}
+	_, _, logFlag := n.rel.logConfig(n.Dir, "INFO")
 	a := append(heap,
 		"-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto",
 		"-Djava.awt.headless=true",
-		"-Dlog4j2.configurationFile="+filepath.Join(n.Dir, "log4j2.properties"),
+		logFlag,
 		"-Dkafka.logs.dir="+filepath.Join(n.Dir, "logs"),
 		"-cp", filepath.Join(n.lib, "*"), // one argv element: the JVM expands it
 		mainClass)
-	return append(a, args...)
+	return append(a, args...), nil
+}
+
+// writeConfig writes the node's properties and its log configuration.
+func (n *Node) writeConfig(props map[string]string) error {
+	if _, err := n.rel.writeLogConfig(n.Dir, "INFO"); err != nil {
+		return fmt.Errorf("node %d: %w", n.ID, err)
+	}
+	return writeProperties(n.config, props)
 }
 
 // format runs StorageTool format for this node, with static voters (no
-// --standalone: kafka-harness.md §1.1) and the chosen feature levels.
+// --standalone: docs/testing.md §6.2) and the chosen feature levels.
 func (n *Node) format(clusterID string, features []string) error {
 	// --cluster-id=ID as one argument: a random id may start with '-',
 	// which argparse4j would take for an option after a bare -t.
@@ -76,7 +90,11 @@ func (n *Node) format(clusterID string, features []string) error {
 	for _, f := range features {
 		args = append(args, "--feature", f)
 	}
-	cmd := exec.Command("java", n.jvmArgs("kafka.tools.StorageTool", args...)...)
+	jargs, err := n.jvmArgs(classStorage, args...)
+	if err != nil {
+		return fmt.Errorf("formatting node %d: %w", n.ID, err)
+	}
+	cmd := exec.Command("java", jargs...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("formatting node %d (%s): %v\n%s", n.ID, strings.Join(cmd.Args, " "), err, tail(string(out), 30))
@@ -97,7 +115,12 @@ func (n *Node) start() error {
 		return fmt.Errorf("opening %s: %w", n.LogFile(), err)
 	}
 	fmt.Fprintf(out, "==== kfollower harness: starting node %d at %s ====\n", n.ID, time.Now().Format(time.RFC3339Nano))
-	cmd := exec.Command("java", n.jvmArgs("kafka.Kafka", n.config)...)
+	jargs, err := n.jvmArgs(classBroker, n.config)
+	if err != nil {
+		out.Close()
+		return fmt.Errorf("starting node %d: %w", n.ID, err)
+	}
+	cmd := exec.Command("java", jargs...)
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

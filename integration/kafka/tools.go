@@ -9,21 +9,51 @@ import (
 	"strings"
 )
 
-// RunTool runs one of Kafka's command-line tools (a main class such as
-// org.apache.kafka.tools.DumpLogSegments) from the resolved jars and returns
-// its combined output. It needs no cluster.
-func RunTool(mainClass string, args ...string) (string, error) {
-	lib, err := EnsureJars(Version())
+// ToolOutput is what a Kafka command-line tool printed, stream by stream:
+// tools such as DumpLogSegments print their dump to stdout and their
+// verdicts (mismatches, gaps) to stderr.
+type ToolOutput struct {
+	Class          string // the main class that ran, as found in the jars
+	Stdout, Stderr string
+}
+
+// RunTool runs one of Kafka's command-line tools, named by its class's
+// simple name (ToolDumpLogSegments), from the jars of the version under
+// test: the class is looked up in them, as tools move between modules
+// across release lines. It needs no cluster; the tool logs WARN and above.
+func RunTool(tool string, args ...string) (ToolOutput, error) {
+	version := Version()
+	rel, err := parseRelease(version)
 	if err != nil {
-		return "", err
+		return ToolOutput{}, err
 	}
-	cmdArgs := append([]string{"-Xmx512m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
-		"-Dlog4j2.rootLogger.level=WARN", "-cp", filepath.Join(lib, "*"), mainClass}, args...)
-	out, err := exec.Command("java", cmdArgs...).CombinedOutput()
+	lib, err := EnsureJars(version)
 	if err != nil {
-		return string(out), fmt.Errorf("running %s %s: %v\n%s", mainClass, strings.Join(args, " "), err, tail(string(out), 30))
+		return ToolOutput{}, err
 	}
-	return string(out), nil
+	class, err := findClass(lib, tool)
+	if err != nil {
+		return ToolOutput{}, err
+	}
+	dir, err := os.MkdirTemp("", "kafka-tool-")
+	if err != nil {
+		return ToolOutput{}, fmt.Errorf("creating a dir for %s's log config: %w", class, err)
+	}
+	defer os.RemoveAll(dir)
+	logFlag, err := rel.writeLogConfig(dir, "WARN")
+	if err != nil {
+		return ToolOutput{}, err
+	}
+	cmd := exec.Command("java", append([]string{"-Xmx512m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
+		logFlag, "-cp", filepath.Join(lib, "*"), class}, args...)...)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err = cmd.Run()
+	out := ToolOutput{Class: class, Stdout: stdout.String(), Stderr: stderr.String()}
+	if err != nil {
+		return out, fmt.Errorf("running %s %s: %v\n%s", class, strings.Join(args, " "), err, tail(out.Stderr, 30))
+	}
+	return out, nil
 }
 
 // ReadSegments concatenates the .log files of a partition directory in

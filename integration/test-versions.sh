@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# make test-versions: the Kafka release lines besides the default one, which
+# `make test` runs. KAFKA_FULL lines run every test that starts Kafka;
+# KAFKA_SUBSET lines run VERSION_TESTS (reconciliation, unclean election,
+# crash, audit, the DumpLogSegments judge and the brokers' API versions).
+# One line at a time: the harness runs one cluster at a time on a machine.
+# Each line's output is headed by its version, and a summary gives each
+# line's result and time.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+GO=${GO:-go}
+KAFKA_FULL=${KAFKA_FULL:-4.0.2}
+KAFKA_SUBSET=${KAFKA_SUBSET:-4.1.2 4.2.2 4.3.1 3.9.2}
+VERSION_TESTS=${VERSION_TESTS:-'^(TestUncleanElectionLoss|TestReconcileTwoRoundtrips|TestKilledDuringCatchUp|TestAuditAfterUncleanElection|TestFindClassInResolvedJars|TestDumpLogJudgeRealTool|TestAPIVersions)$'}
+PKGS=(./integration/... ./cmd/kfollower/)
+
+summary=() passed=0 failed=0 began=$(date +%s)
+for v in $KAFKA_FULL $KAFKA_SUBSET; do
+  what="reconciliation, unclean election, crash, audit" run=(-run "$VERSION_TESTS")
+  if [[ " $KAFKA_FULL " == *" $v "* ]]; then what="every test that starts Kafka" run=(); fi
+  echo "==== Kafka $v: $what ===="
+  start=$(date +%s)
+  # -v for each test's result and time; the RUN lines only repeat names.
+  if KAFKA_VERSION=$v "$GO" test -count=1 -timeout 30m -v "${run[@]}" "${PKGS[@]}" 2>&1 | grep -vE '^=== (RUN|PAUSE|CONT|NAME)'; then
+    r=ok passed=$((passed + 1))
+  else
+    r=FAILED failed=$((failed + 1))
+  fi
+  line="Kafka $v ($what): $r in $(($(date +%s) - start))s"
+  echo "==== $line ===="
+  summary+=("$line")
+done
+echo "==== Kafka version matrix, $(($(date +%s) - began))s ===="
+printf '%s\n' "${summary[@]}"
+echo "versions: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
