@@ -14,7 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// `kfollower probe` (issue 16) against real Kafka (KAFKA_VERSION) after a
+// `kfollower probe` against real Kafka (KAFKA_VERSION) after a
 // history with several leader changes and an unclean election, every
 // check passes on every partition:
 //

@@ -257,7 +257,7 @@ func TestTruncateWithLostRecovery(t *testing.T) {
 	}
 }
 
-// Item 4 of issue 9: a *CorruptionError in our own segment while saving
+// a *CorruptionError in our own segment while saving
 // is returned as such, and leaves no copy behind and the log unchanged,
 // so the driver can stop the partition instead of retrying (each retry
 // used to leave another partial lost+found directory).
@@ -292,7 +292,7 @@ func TestLostCorruption(t *testing.T) {
 	}
 }
 
-// Item 5 of issue 9: a Stat error other than not-exist (EIO, EACCES,
+// a Stat error other than not-exist (EIO, EACCES,
 // ESTALE) while choosing the event's name is returned, never taken for
 // "taken, try the next name": that spun forever, holding the log's lock.
 // The fault answers "not found" after many calls, so a loop that spins
@@ -340,7 +340,7 @@ func TestLostStatError(t *testing.T) {
 	}
 }
 
-// Item 6 of issue 9: a lost range wider than 2^31 offsets (a compaction
+// a lost range wider than 2^31 offsets (a compaction
 // gap) is saved across several segments, as the log itself rolls.
 func TestLostWideRange(t *testing.T) {
 	for _, api := range []string{"TruncateWithLost", "SaveLost"} {
@@ -383,7 +383,7 @@ func TestLostWideRange(t *testing.T) {
 	}
 }
 
-// Item 7 of issue 9: when writing the truncation intent fails (here its
+// when writing the truncation intent fails (here its
 // directory fsync, after the rename), the intent may be on disk; the log
 // must not take appends that the next Open's redo would cut.
 func TestIntentWriteFailure(t *testing.T) {
