@@ -84,11 +84,18 @@ func TestServe(t *testing.T) {
 		// Kafka's own consumer, which no one here wrote, in assign mode:
 		// with --partition it assigns and seeks, without it it would join
 		// a group, which kfollower does not serve yet.
+		// The formatter's options are --formatter-property from 4.1 on
+		// (KIP-1147, which deprecates --property); 3.9 and 4.0 know only
+		// --property.
+		prop := "--formatter-property"
+		if v := kafka.Version(); strings.HasPrefix(v, "3.") || strings.HasPrefix(v, "4.0.") {
+			prop = "--property"
+		}
 		out, err := kafka.RunTool(kafka.ToolConsoleConsumer,
 			"--bootstrap-server", addr, "--topic", topic, "--partition", "0", "--offset", "earliest",
 			"--max-messages", fmt.Sprint(len(want)), "--timeout-ms", "60000",
-			"--formatter-property", "print.offset=true", "--formatter-property", "print.key=true",
-			"--formatter-property", "print.headers=true", "--formatter-property", "print.timestamp=true")
+			prop, "print.offset=true", prop, "print.key=true",
+			prop, "print.headers=true", prop, "print.timestamp=true")
 		if err != nil {
 			t.Fatal(err)
 		}
