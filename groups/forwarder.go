@@ -21,10 +21,11 @@ import (
 // implements it; it must be safe for concurrent use and must not block.
 type Observer interface {
 	// Forwarded is one request answered: api is its Kafka name
-	// (kmsg.NameForKey), code the first error code of the answer (0:
-	// none), reached whether the upstream answered it (false: kfollower
-	// answered COORDINATOR_NOT_AVAILABLE itself), d the time it took.
-	Forwarded(api string, code int16, reached bool, d time.Duration)
+	// (kmsg.NameForKey), errName the Kafka name of the answer's first
+	// error ("NONE": none), reached whether the upstream answered it
+	// (false: kfollower answered COORDINATOR_NOT_AVAILABLE itself), d the
+	// time it took.
+	Forwarded(api, errName string, reached bool, d time.Duration)
 	// CommitAboveWatermark is one OffsetCommit partition whose offset is
 	// past what kfollower serves of it (forwarded all the same).
 	CommitAboveWatermark(topic string)
@@ -284,7 +285,7 @@ func (f *Forwarder) Versions(key int16) (int16, int16, bool) {
 func (f *Forwarder) Coordinator(ctx context.Context, group string) error {
 	start := time.Now()
 	_, code, reached, err := f.coordinator(ctx, group)
-	f.obs.Forwarded("FindCoordinator", code, reached, time.Since(start))
+	f.obs.Forwarded("FindCoordinator", errName(code), reached, time.Since(start))
 	return err
 }
 
@@ -369,5 +370,17 @@ func (f *Forwarder) reachable() {
 
 type nopObserver struct{}
 
-func (nopObserver) Forwarded(string, int16, bool, time.Duration) {}
+func (nopObserver) Forwarded(string, string, bool, time.Duration) {}
 func (nopObserver) CommitAboveWatermark(string)                  {}
+
+// errName is the Kafka name of an error code, "NONE" for 0.
+func errName(code int16) string {
+	if code == 0 {
+		return "NONE"
+	}
+	var ke *kerr.Error
+	if errors.As(kerr.ErrorForCode(code), &ke) {
+		return ke.Message
+	}
+	return "UNKNOWN_SERVER_ERROR"
+}
