@@ -371,7 +371,7 @@ func (f *Forwarder) reachable() {
 type nopObserver struct{}
 
 func (nopObserver) Forwarded(string, string, bool, time.Duration) {}
-func (nopObserver) CommitAboveWatermark(string)                  {}
+func (nopObserver) CommitAboveWatermark(string)                   {}
 
 // errName is the Kafka name of an error code, "NONE" for 0.
 func errName(code int16) string {
