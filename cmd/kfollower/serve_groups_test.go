@@ -424,3 +424,210 @@ func TestServeGroups(t *testing.T) {
 		t.Errorf("kfollower_groups_commits_above_high_watermark_total = %v, want 0", n)
 	}
 }
+
+// TestServeGroupsUpstreamDown stops every broker of the cluster while group
+// consumers (franz-go and Kafka's console consumer) run against kfollower:
+// kfollower does not crash, logs and counts the unreachable upstream,
+// answers group requests COORDINATOR_NOT_AVAILABLE and keeps serving
+// assigned reads; once the brokers are back both groups resume, read
+// every record at least once, and no committed offset is lost.
+func TestServeGroupsUpstreamDown(t *testing.T) {
+	ctx := context.Background()
+	bin := binary(t)
+	c := kafka.Start(t, kafka.Options{Layout: kafka.Isolated, NeedsFaults: true})
+	const perPartition = 40
+	g := newGroupTopic(ctx, t, c, "down", 3, perPartition)
+	addr := freeAddr(t)
+	d := startDaemon(t, bin, nil, "--bootstrap-servers", strings.Join(c.Bootstrap(), ","), "--topics", g.name,
+		"--data-dir", t.TempDir(), "--flush", "always", "--serve", addr, "--serve-groups", "upstream")
+	g.waitCopied(t, d)
+
+	// The console consumer reads until it has printed every record of
+	// both rounds, its patience longer than the outage.
+	total := 2 * perPartition * int(g.parts)
+	type javaResult struct {
+		out kafka.ToolOutput
+		err error
+	}
+	java := make(chan javaResult, 1)
+	go func() {
+		prop := "--command-property"
+		if v := kafka.Version(); strings.HasPrefix(v, "3.") || strings.HasPrefix(v, "4.0.") {
+			prop = "--consumer-property"
+		}
+		out, err := kafka.RunTool(kafka.ToolConsoleConsumer, "--bootstrap-server", addr, "--topic", g.name,
+			"--group", "down-java", "--from-beginning", "--max-messages", fmt.Sprint(total), "--timeout-ms", "240000",
+			prop, "auto.commit.interval.ms=1000")
+		java <- javaResult{out, err}
+	}()
+
+	// franz-go's group consumer, committing every second.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumerGroup("down-kgo"), kgo.ConsumeTopics(g.name),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.AutoCommitInterval(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	seen := map[string]int{}
+	var pollErrs []string
+	pctx, stopPoll := context.WithCancel(ctx)
+	polled := make(chan struct{})
+	go func() {
+		defer close(polled)
+		for pctx.Err() == nil {
+			fs := cl.PollFetches(pctx)
+			mu.Lock()
+			fs.EachRecord(func(r *kgo.Record) { seen[string(r.Value)]++ })
+			fs.EachError(func(_ string, _ int32, err error) {
+				if pctx.Err() == nil {
+					pollErrs = append(pollErrs, err.Error())
+				}
+			})
+			mu.Unlock()
+		}
+	}()
+	defer func() {
+		stopPoll()
+		<-polled
+		cl.Close()
+	}()
+	kgoHas := func(values map[string]bool) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for v := range values {
+			if seen[v] == 0 {
+				return false
+			}
+		}
+		return true
+	}
+	waitFor(t, d, "the franz-go member read the first round", 60*time.Second, func() bool { return kgoHas(g.values) })
+	// Both groups commit the first round before the cluster goes away.
+	g.committedAtEnd(ctx, t, c, "down-kgo")
+	g.committedAtEnd(ctx, t, c, "down-java")
+	before := map[string]kadmOffsets{}
+	for _, group := range []string{"down-kgo", "down-java"} {
+		before[group] = fetchOffsets(ctx, t, c, group, g)
+	}
+
+	stopped := time.Now()
+	for _, b := range c.Brokers() {
+		c.Stop(b.ID)
+	}
+	// While every broker is down: the warning in the log, the failures
+	// in the metrics, assigned reads through kfollower still whole; and
+	// at least 30 s of it for the members to notice.
+	d.waitLog(t, "cannot reach the upstream cluster for consumer groups", 90*time.Second)
+	waitFor(t, d, "kfollower_groups_upstream_up 0 and failures counted", 90*time.Second, func() bool {
+		mfs := scrape(t, d)
+		return value(mfs, "kfollower_groups_upstream_up", nil) == 0 && value(mfs, "kfollower_groups_upstream_failures_total", nil) > 0 &&
+			value(mfs, "kfollower_groups_requests_total", map[string]string{"error": "COORDINATOR_NOT_AVAILABLE"}) > 0
+	})
+	for p := range g.parts {
+		if rs := consumePartition(ctx, t, addr, g.name, p, int(g.ends[p])); len(rs) != int(g.ends[p]) {
+			t.Fatalf("assigned read of %s-%d during the outage: %d records, want %d", g.name, p, len(rs), g.ends[p])
+		}
+	}
+	waitFor(t, d, "30 s of outage", 60*time.Second, func() bool { return time.Since(stopped) >= 30*time.Second })
+	for _, b := range c.Brokers() {
+		c.Restart(ctx, b.ID)
+	}
+	// No commit was lost: the cluster holds what it held before.
+	for group, want := range before {
+		if got := fetchOffsets(ctx, t, c, group, g); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("group %s's offsets after the outage: %v, before it: %v", group, got, want)
+		}
+	}
+
+	g.produce(ctx, t, c, perPartition)
+	g.waitCopied(t, d)
+	waitFor(t, d, "the franz-go member read the second round", 120*time.Second, func() bool { return kgoHas(g.values) })
+	g.committedAtEnd(ctx, t, c, "down-kgo")
+	var jr javaResult
+	select {
+	case jr = <-java:
+	case <-time.After(240 * time.Second):
+		t.Fatal("the console consumer did not end within 240 s of the cluster's return")
+	}
+	if jr.err != nil {
+		t.Fatalf("the console consumer: %v", jr.err)
+	}
+	var got []string
+	for _, line := range strings.Split(jr.out.Stdout, "\n") {
+		if strings.HasPrefix(line, g.name+"-") {
+			got = append(got, line)
+		}
+	}
+	// At least once: every record printed; the console consumer stops
+	// at total lines, so a duplicate would show as a missing record.
+	g.exactlyOnce(t, "the console consumer across the outage", got)
+	g.committedAtEnd(ctx, t, c, "down-java")
+	if d.exited() {
+		t.Fatalf("kfollower exited: %v", d.err)
+	}
+	mfs := scrape(t, d)
+	if v := value(mfs, "kfollower_groups_upstream_up", nil); v != 1 {
+		t.Errorf("kfollower_groups_upstream_up = %v after the cluster's return, want 1", v)
+	}
+	if !strings.Contains(d.stderr(), "the upstream cluster answers group requests again") {
+		t.Errorf("kfollower did not log the upstream's return")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("franz-go's poll errors while the coordinator was away: %d %v", len(pollErrs), head(pollErrs))
+	t.Logf("kfollower's group log lines:\n%s", tail(grepLines(d.stderr(), "component=groups"), 10))
+	t.Logf("the console consumer's stderr:\n%s", tail(jr.out.Stderr, 10))
+}
+
+// kadmOffsets is a group's committed offsets by partition.
+type kadmOffsets map[int32]int64
+
+func fetchOffsets(ctx context.Context, t *testing.T, c *kafka.Cluster, group string, g *groupTopic) kadmOffsets {
+	t.Helper()
+	os, err := c.Admin().FetchOffsets(ctx, group)
+	if err != nil {
+		t.Fatalf("fetching %s's offsets: %v", group, err)
+	}
+	out := kadmOffsets{}
+	for p := range g.parts {
+		if o, ok := os.Lookup(g.name, p); ok {
+			out[p] = o.At
+		}
+	}
+	return out
+}
+
+// waitFor polls cond until it holds, failing after timeout or if kfollower
+// exits.
+func waitFor(t *testing.T, d *daemon, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if d.exited() {
+			t.Fatalf("kfollower exited (%v) while waiting for %s:\n%s", d.err, what, tail(d.stderr(), 40))
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waiting %v for %s", timeout, what)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// consumePartition reads n records of topic-p from addr in assign mode.
+func consumePartition(ctx context.Context, t *testing.T, addr, topic string, p int32, n int) []*kgo.Record {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {p: kgo.NewOffset().AtStart()}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var got []*kgo.Record
+	for len(got) < n && cctx.Err() == nil {
+		fs := cl.PollFetches(cctx)
+		got = append(got, fs.Records()...)
+	}
+	return got
+}
