@@ -299,13 +299,16 @@ func (f *Forwarder) coordinator(ctx context.Context, group string) (node int32, 
 	if ok {
 		return node, 0, true, nil
 	}
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, f.cfg.LookupTimeout)
 	defer cancel()
 	req := kmsg.NewPtrFindCoordinatorRequest()
 	req.CoordinatorType, req.CoordinatorKey, req.CoordinatorKeys = 0, group, []string{group}
 	kresp, err := f.cl.Request(ctx, req)
 	if err != nil {
-		f.unreachable("FindCoordinator", err)
+		if parent.Err() == nil { // not the server shutting down
+			f.unreachable("FindCoordinator", err)
+		}
 		return -1, kerr.CoordinatorNotAvailable.Code, false, fmt.Errorf("kfollower cannot reach the upstream cluster to find group %q's coordinator: %v", group, err)
 	}
 	resp := kresp.(*kmsg.FindCoordinatorResponse)

@@ -129,7 +129,9 @@ func (s *session) one(ctx context.Context, group string, req kmsg.Request, wait 
 	resp, err := s.send(ctx, node, req, wait)
 	if err != nil {
 		s.f.forget(group, node)
-		s.f.unreachable(kmsg.NameForKey(req.Key()), err)
+		if ctx.Err() == nil { // not the server shutting down
+			s.f.unreachable(kmsg.NameForKey(req.Key()), err)
+		}
 		return failed(req, kerr.CoordinatorNotAvailable.Code, unreachableMsg(node, err)), false
 	}
 	if movedCoordinator(resp) {
@@ -216,7 +218,9 @@ func (s *session) byCoordinator(ctx context.Context, groups []string, fail func(
 func (s *session) sendShard(ctx context.Context, node int32, groups []string, req kmsg.Request, fail func(group string, code int16, msg string)) (kmsg.Response, bool) {
 	resp, err := s.send(ctx, node, req, 0)
 	if err != nil {
-		s.f.unreachable(kmsg.NameForKey(req.Key()), err)
+		if ctx.Err() == nil {
+			s.f.unreachable(kmsg.NameForKey(req.Key()), err)
+		}
 		for _, g := range groups {
 			s.f.forget(g, node)
 			fail(g, kerr.CoordinatorNotAvailable.Code, unreachableMsg(node, err))
