@@ -51,6 +51,9 @@ const (
 	// defaultRebalance is a SyncGroup's read timeout before the session
 	// saw a JoinGroup: the Java consumer's max.poll.interval.ms.
 	defaultRebalance = 5 * time.Minute
+	// refreshEvery is the least time between two reads of the upstream's
+	// ApiVersions.
+	refreshEvery = 5 * time.Second
 )
 
 // Config configures a Forwarder.
@@ -174,8 +177,8 @@ func (h connHook) OnBrokerDisconnect(kgo.BrokerMetadata, net.Conn) {
 	h.f.mu.Unlock()
 }
 
-// loop reads the upstream's versions when a hook asks, at most once a
-// second.
+// loop reads the upstream's versions when a hook asks, at most once every
+// refreshEvery (sessions come and go, and each connects).
 func (f *Forwarder) loop(ctx context.Context) {
 	defer close(f.done)
 	for {
@@ -189,7 +192,7 @@ func (f *Forwarder) loop(ctx context.Context) {
 			f.log.Debug("reading the upstream's ApiVersions", "err", err)
 		}
 		cancel()
-		t := time.NewTimer(time.Second)
+		t := time.NewTimer(refreshEvery)
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -281,10 +284,24 @@ func (f *Forwarder) Versions(key int16) (int16, int16, bool) {
 	return lo, hi, true
 }
 
-// Coordinator finds group's coordinator upstream (or has it cached).
+// Coordinator finds group's coordinator upstream (or has it cached). Only
+// a lookup upstream is told to the Observer: a cached answer says nothing
+// of whether the upstream answers now.
 func (f *Forwarder) Coordinator(ctx context.Context, group string) error {
+	f.mu.Lock()
+	_, cached := f.coords[group]
+	f.mu.Unlock()
+	if cached {
+		return nil
+	}
 	start := time.Now()
 	_, code, reached, err := f.coordinator(ctx, group)
+	if err != nil {
+		code = kerr.CoordinatorNotAvailable.Code // what the client gets, unless the upstream refused
+		if ke := (*kerr.Error)(nil); errors.As(err, &ke) {
+			code = ke.Code
+		}
+	}
 	f.obs.Forwarded("FindCoordinator", errName(code), reached, time.Since(start))
 	return err
 }

@@ -30,7 +30,7 @@ func NewGroups(reg prometheus.Registerer) *Groups {
 	f := promauto.With(reg)
 	g := &Groups{
 		requests: f.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "groups_requests_total",
-			Help: "Consumer-group requests answered through the served endpoint (--serve-groups upstream), by API and the Kafka error the client got (NONE: none)."},
+			Help: "Consumer-group requests answered through the served endpoint (--serve-groups upstream), by API and the Kafka error the client got (NONE: none); FindCoordinator when kfollower looked the coordinator up upstream (not a cached answer)."},
 			[]string{"api", "error"}),
 		failures: f.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "groups_upstream_failures_total",
 			Help: "Consumer-group requests kfollower answered COORDINATOR_NOT_AVAILABLE itself because the upstream cluster could not be reached."},
