@@ -3,6 +3,7 @@ package groups_test
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -486,3 +487,74 @@ func (r raw) do(t *testing.T, req kmsg.Request) kmsg.Response {
 type atVersion struct{ kmsg.Request }
 
 func (a *atVersion) MaxVersion() int16 { return a.Request.GetVersion() }
+
+// The upstream's NOT_COORDINATOR is passed back and forgets the cached
+// coordinator: the client's next FindCoordinator looks it up upstream
+// again, and the requests after it reach the coordinator.
+func TestNotCoordinatorRefinds(t *testing.T) {
+	s := start(t, 0)
+	var mu sync.Mutex
+	lookups := 0
+	s.fake.ControlKey(int16(kmsg.FindCoordinator), func(kmsg.Request) (kmsg.Response, error, bool) {
+		s.fake.KeepControl()
+		mu.Lock()
+		lookups++
+		mu.Unlock()
+		return nil, nil, false // kfake answers
+	})
+	count := func() int { mu.Lock(); defer mu.Unlock(); return lookups }
+	c := rawConn(t, s.addr)
+	find := func() {
+		t.Helper()
+		fc := kmsg.NewPtrFindCoordinatorRequest()
+		fc.Version, fc.CoordinatorKeys = 4, []string{"g"}
+		if co := c.do(t, fc).(*kmsg.FindCoordinatorResponse).Coordinators[0]; co.ErrorCode != 0 {
+			t.Fatalf("FindCoordinator: %v", kerr.ErrorForCode(co.ErrorCode))
+		}
+	}
+	heartbeat := func() int16 {
+		t.Helper()
+		hb := kmsg.NewPtrHeartbeatRequest()
+		hb.Version, hb.Group, hb.MemberID, hb.Generation = 4, "g", "m", 1
+		return c.do(t, hb).(*kmsg.HeartbeatResponse).ErrorCode
+	}
+	find()
+	find() // cached
+	if n := count(); n != 1 {
+		t.Fatalf("%d lookups upstream for two FindCoordinator, want 1 (cached)", n)
+	}
+	s.fake.ControlKey(int16(kmsg.Heartbeat), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		resp := kreq.ResponseKind().(*kmsg.HeartbeatResponse)
+		resp.ErrorCode = kerr.NotCoordinator.Code
+		return resp, nil, true // once
+	})
+	if code := heartbeat(); code != kerr.NotCoordinator.Code {
+		t.Fatalf("Heartbeat: %v, want the upstream's NOT_COORDINATOR passed back", kerr.ErrorForCode(code))
+	}
+	find()
+	if n := count(); n != 2 {
+		t.Fatalf("%d lookups upstream, want 2: NOT_COORDINATOR must forget the coordinator", n)
+	}
+	if code := heartbeat(); code == kerr.NotCoordinator.Code || code == kerr.CoordinatorNotAvailable.Code {
+		t.Fatalf("Heartbeat after finding the coordinator again: %v", kerr.ErrorForCode(code))
+	}
+	// A lost upstream connection: COORDINATOR_NOT_AVAILABLE with a
+	// message, the coordinator forgotten, and the next request on a new
+	// connection reaches it.
+	s.fake.ControlKey(int16(kmsg.Heartbeat), func(kmsg.Request) (kmsg.Response, error, bool) {
+		return nil, errors.New("drop the connection"), true
+	})
+	if code := heartbeat(); code != kerr.CoordinatorNotAvailable.Code {
+		t.Fatalf("Heartbeat over a lost connection: %v, want COORDINATOR_NOT_AVAILABLE", kerr.ErrorForCode(code))
+	}
+	find()
+	if n := count(); n != 3 {
+		t.Fatalf("%d lookups upstream, want 3: a lost connection must forget the coordinator", n)
+	}
+	if code := heartbeat(); code == kerr.NotCoordinator.Code || code == kerr.CoordinatorNotAvailable.Code {
+		t.Fatalf("Heartbeat after the connection was lost and the coordinator found again: %v", kerr.ErrorForCode(code))
+	}
+	if n := s.obs.count("Heartbeat COORDINATOR_NOT_AVAILABLE false"); n != 1 {
+		t.Errorf("observed %v, want one Heartbeat not reached", s.obs.forwarded)
+	}
+}
