@@ -558,3 +558,60 @@ func TestNotCoordinatorRefinds(t *testing.T) {
 		t.Errorf("observed %v, want one Heartbeat not reached", s.obs.forwarded)
 	}
 }
+
+// DescribeGroups and OffsetFetch v8+ naming groups of several upstream
+// coordinators: each coordinator gets its own groups and the answers come
+// back merged, in the request's order.
+func TestShardedAcrossCoordinators(t *testing.T) {
+	s := start(t, 0, kfake.NumBrokers(3))
+	ctx := context.Background()
+	direct := kadm.NewClient(newClient(t, s.fake.ListenAddrs()))
+	var names []string
+	coordinators := map[int32]bool{}
+	for i := range 8 {
+		g := fmt.Sprintf("sharded-%d", i)
+		names = append(names, g)
+		var os kadm.Offsets
+		os.Add(kadm.Offset{Topic: topic, Partition: 0, At: int64(i), LeaderEpoch: -1})
+		if err := direct.CommitAllOffsets(ctx, g, os); err != nil {
+			t.Fatal(err)
+		}
+		cs := direct.FindGroupCoordinators(ctx, g)
+		if err := cs[g].Err; err != nil {
+			t.Fatal(err)
+		}
+		coordinators[cs[g].NodeID] = true
+	}
+	if len(coordinators) < 2 {
+		t.Fatalf("the groups have coordinators %v: the test needs groups on several", coordinators)
+	}
+	cl := newClient(t, []string{s.addr})
+	dg := kmsg.NewPtrDescribeGroupsRequest()
+	dg.Groups = names
+	dresp, err := dg.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	of := kmsg.NewPtrOffsetFetchRequest()
+	for _, g := range names {
+		rg := kmsg.NewOffsetFetchRequestGroup()
+		rg.Group = g
+		of.Groups = append(of.Groups, rg)
+	}
+	oresp, err := of.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dresp.Groups) != len(names) || len(oresp.Groups) != len(names) {
+		t.Fatalf("%d described and %d fetched, want %d each", len(dresp.Groups), len(oresp.Groups), len(names))
+	}
+	for i, g := range names {
+		if d := dresp.Groups[i]; d.Group != g || d.ErrorCode != 0 {
+			t.Errorf("described %d: %s %v, want %s", i, d.Group, kerr.ErrorForCode(d.ErrorCode), g)
+		}
+		o := oresp.Groups[i]
+		if o.Group != g || o.ErrorCode != 0 || len(o.Topics) != 1 || o.Topics[0].Partitions[0].Offset != int64(i) {
+			t.Errorf("fetched %d: %+v, want %s at offset %d", i, o, g, i)
+		}
+	}
+}

@@ -230,118 +230,122 @@ func (s *session) sendShard(ctx context.Context, node int32, groups []string, re
 	return resp, true
 }
 
-func (s *session) describeGroups(ctx context.Context, r *kmsg.DescribeGroupsRequest) (kmsg.Response, bool) {
-	out := r.ResponseKind().(*kmsg.DescribeGroupsResponse)
-	got := map[string]kmsg.DescribeGroupsResponseGroup{}
-	fail := func(g string, code int16, msg string) {
-		d := kmsg.NewDescribeGroupsResponseGroup()
-		d.Group, d.ErrorCode, d.ErrorMessage = g, code, kmsg.StringPtr(msg)
-		got[g] = d
-	}
-	nodes, of, reached := s.byCoordinator(ctx, r.Groups, fail)
+// sharded is how one request type that names several groups splits and
+// merges; G is one group's answer.
+type sharded[G any] struct {
+	// request is the request for some of the groups.
+	request func(groups []string) kmsg.Request
+	// answers are a response's groups and its throttle.
+	answers func(kmsg.Response) ([]G, int32)
+	// group and code read one answer.
+	group func(G) string
+	code  func(G) int16
+	// failed is kfollower's own answer for a group.
+	failed func(group string, code int16, msg string) G
+}
+
+// forwardSharded sends each coordinator the groups it coordinates and
+// merges the answers in the order of names; the answers for groups whose
+// coordinator is not found or cannot be reached are kfollower's own.
+func forwardSharded[G any](ctx context.Context, s *session, names []string, sh sharded[G]) (out []G, throttle int32, reached bool) {
+	got := map[string]G{}
+	fail := func(g string, code int16, msg string) { got[g] = sh.failed(g, code, msg) }
+	nodes, of, reached := s.byCoordinator(ctx, names, fail)
 	for _, node := range nodes {
-		sub := *r
-		sub.Groups = of[node]
-		resp, ok := s.sendShard(ctx, node, of[node], &sub, fail)
+		resp, ok := s.sendShard(ctx, node, of[node], sh.request(of[node]), fail)
 		reached = reached && ok
 		if !ok {
 			continue
 		}
-		dr := resp.(*kmsg.DescribeGroupsResponse)
-		out.ThrottleMillis = max(out.ThrottleMillis, dr.ThrottleMillis)
-		for _, d := range dr.Groups {
-			if d.ErrorCode == kerr.NotCoordinator.Code || d.ErrorCode == kerr.CoordinatorNotAvailable.Code {
-				s.f.forget(d.Group, node)
+		answers, th := sh.answers(resp)
+		throttle = max(throttle, th)
+		for _, a := range answers {
+			if c := sh.code(a); c == kerr.NotCoordinator.Code || c == kerr.CoordinatorNotAvailable.Code {
+				s.f.forget(sh.group(a), node)
 			}
-			got[d.Group] = d
+			got[sh.group(a)] = a
 		}
 	}
-	for _, g := range r.Groups {
-		if d, ok := got[g]; ok {
-			out.Groups = append(out.Groups, d)
+	for _, g := range names {
+		if a, ok := got[g]; ok {
+			out = append(out, a)
 			delete(got, g)
 		}
 	}
+	return out, throttle, reached
+}
+
+func (s *session) describeGroups(ctx context.Context, r *kmsg.DescribeGroupsRequest) (kmsg.Response, bool) {
+	out := r.ResponseKind().(*kmsg.DescribeGroupsResponse)
+	var reached bool
+	out.Groups, out.ThrottleMillis, reached = forwardSharded(ctx, s, r.Groups, sharded[kmsg.DescribeGroupsResponseGroup]{
+		request: func(gs []string) kmsg.Request { sub := *r; sub.Groups = gs; return &sub },
+		answers: func(resp kmsg.Response) ([]kmsg.DescribeGroupsResponseGroup, int32) {
+			dr := resp.(*kmsg.DescribeGroupsResponse)
+			return dr.Groups, dr.ThrottleMillis
+		},
+		group: func(d kmsg.DescribeGroupsResponseGroup) string { return d.Group },
+		code:  func(d kmsg.DescribeGroupsResponseGroup) int16 { return d.ErrorCode },
+		failed: func(g string, code int16, msg string) kmsg.DescribeGroupsResponseGroup {
+			d := kmsg.NewDescribeGroupsResponseGroup()
+			d.Group, d.ErrorCode, d.ErrorMessage = g, code, kmsg.StringPtr(msg)
+			return d
+		},
+	})
 	return out, reached
 }
 
 func (s *session) consumerGroupDescribe(ctx context.Context, r *kmsg.ConsumerGroupDescribeRequest) (kmsg.Response, bool) {
 	out := r.ResponseKind().(*kmsg.ConsumerGroupDescribeResponse)
-	got := map[string]kmsg.ConsumerGroupDescribeResponseGroup{}
-	fail := func(g string, code int16, msg string) {
-		d := kmsg.NewConsumerGroupDescribeResponseGroup()
-		d.Group, d.ErrorCode, d.ErrorMessage = g, code, kmsg.StringPtr(msg)
-		got[g] = d
-	}
-	nodes, of, reached := s.byCoordinator(ctx, r.Groups, fail)
-	for _, node := range nodes {
-		sub := *r
-		sub.Groups = of[node]
-		resp, ok := s.sendShard(ctx, node, of[node], &sub, fail)
-		reached = reached && ok
-		if !ok {
-			continue
-		}
-		dr := resp.(*kmsg.ConsumerGroupDescribeResponse)
-		out.ThrottleMillis = max(out.ThrottleMillis, dr.ThrottleMillis)
-		for _, d := range dr.Groups {
-			if d.ErrorCode == kerr.NotCoordinator.Code || d.ErrorCode == kerr.CoordinatorNotAvailable.Code {
-				s.f.forget(d.Group, node)
-			}
-			got[d.Group] = d
-		}
-	}
-	for _, g := range r.Groups {
-		if d, ok := got[g]; ok {
-			out.Groups = append(out.Groups, d)
-			delete(got, g)
-		}
-	}
+	var reached bool
+	out.Groups, out.ThrottleMillis, reached = forwardSharded(ctx, s, r.Groups, sharded[kmsg.ConsumerGroupDescribeResponseGroup]{
+		request: func(gs []string) kmsg.Request { sub := *r; sub.Groups = gs; return &sub },
+		answers: func(resp kmsg.Response) ([]kmsg.ConsumerGroupDescribeResponseGroup, int32) {
+			dr := resp.(*kmsg.ConsumerGroupDescribeResponse)
+			return dr.Groups, dr.ThrottleMillis
+		},
+		group: func(d kmsg.ConsumerGroupDescribeResponseGroup) string { return d.Group },
+		code:  func(d kmsg.ConsumerGroupDescribeResponseGroup) int16 { return d.ErrorCode },
+		failed: func(g string, code int16, msg string) kmsg.ConsumerGroupDescribeResponseGroup {
+			d := kmsg.NewConsumerGroupDescribeResponseGroup()
+			d.Group, d.ErrorCode, d.ErrorMessage = g, code, kmsg.StringPtr(msg)
+			return d
+		},
+	})
 	return out, reached
 }
 
 // offsetFetch is OffsetFetch v8+, which names several groups (KIP-709).
 func (s *session) offsetFetch(ctx context.Context, r *kmsg.OffsetFetchRequest) (kmsg.Response, bool) {
 	out := r.ResponseKind().(*kmsg.OffsetFetchResponse)
-	got := map[string]kmsg.OffsetFetchResponseGroup{}
-	fail := func(g string, code int16, _ string) {
-		d := kmsg.NewOffsetFetchResponseGroup()
-		d.Group, d.ErrorCode = g, code
-		got[g] = d
-	}
 	names := make([]string, len(r.Groups))
 	reqOf := map[string]kmsg.OffsetFetchRequestGroup{}
 	for i, g := range r.Groups {
 		names[i] = g.Group
 		reqOf[g.Group] = g
 	}
-	nodes, of, reached := s.byCoordinator(ctx, names, fail)
-	for _, node := range nodes {
-		sub := *r
-		sub.Groups = nil
-		for _, g := range of[node] {
-			sub.Groups = append(sub.Groups, reqOf[g])
-		}
-		resp, ok := s.sendShard(ctx, node, of[node], &sub, fail)
-		reached = reached && ok
-		if !ok {
-			continue
-		}
-		fr := resp.(*kmsg.OffsetFetchResponse)
-		out.ThrottleMillis = max(out.ThrottleMillis, fr.ThrottleMillis)
-		for _, d := range fr.Groups {
-			if d.ErrorCode == kerr.NotCoordinator.Code || d.ErrorCode == kerr.CoordinatorNotAvailable.Code {
-				s.f.forget(d.Group, node)
+	var reached bool
+	out.Groups, out.ThrottleMillis, reached = forwardSharded(ctx, s, names, sharded[kmsg.OffsetFetchResponseGroup]{
+		request: func(gs []string) kmsg.Request {
+			sub := *r
+			sub.Groups = nil
+			for _, g := range gs {
+				sub.Groups = append(sub.Groups, reqOf[g])
 			}
-			got[d.Group] = d
-		}
-	}
-	for _, g := range names {
-		if d, ok := got[g]; ok {
-			out.Groups = append(out.Groups, d)
-			delete(got, g)
-		}
-	}
+			return &sub
+		},
+		answers: func(resp kmsg.Response) ([]kmsg.OffsetFetchResponseGroup, int32) {
+			fr := resp.(*kmsg.OffsetFetchResponse)
+			return fr.Groups, fr.ThrottleMillis
+		},
+		group: func(d kmsg.OffsetFetchResponseGroup) string { return d.Group },
+		code:  func(d kmsg.OffsetFetchResponseGroup) int16 { return d.ErrorCode },
+		failed: func(g string, code int16, _ string) kmsg.OffsetFetchResponseGroup {
+			d := kmsg.NewOffsetFetchResponseGroup() // no message field
+			d.Group, d.ErrorCode = g, code
+			return d
+		},
+	})
 	return out, reached
 }
 
