@@ -87,6 +87,7 @@ func (o *observer) count(key string) int {
 // a local log of n records of it, forwarding groups to the cluster.
 type setup struct {
 	fake *kfake.Cluster
+	logs *syncBuffer // the forwarder's log
 	addr string // the server's
 	obs  *observer
 	fwd  *groups.Forwarder
@@ -124,13 +125,14 @@ func startOver(t *testing.T, fake *kfake.Cluster, seeds []string, n int) *setup 
 		}
 	}
 	obs := &observer{forwarded: map[string]int{}}
+	logs := &syncBuffer{}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	fwd, err := groups.New(ctx, groups.Config{
 		Client:   []kgo.Opt{kgo.SeedBrokers(seeds...), kgo.DialTimeout(time.Second)},
 		Catalog:  catalog{id, l},
 		Observer: obs,
-		Logger:   quiet,
+		Logger:   slog.New(slog.NewTextHandler(logs, nil)),
 		// A short lookup keeps the unreachable cases quick.
 		LookupTimeout: 2 * time.Second,
 	})
@@ -157,7 +159,25 @@ func startOver(t *testing.T, fake *kfake.Cluster, seeds []string, n int) *setup 
 		}
 		fwd.Close()
 	})
-	return &setup{fake: fake, addr: ln.Addr().String(), obs: obs, fwd: fwd}
+	return &setup{fake: fake, logs: logs, addr: ln.Addr().String(), obs: obs, fwd: fwd}
+}
+
+// syncBuffer is a log the forwarder writes while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
 
 func newClient(t *testing.T, seeds []string, opts ...kgo.Opt) *kgo.Client {
@@ -404,6 +424,10 @@ func TestUpstreamUnreachable(t *testing.T) {
 	}
 	if s.obs.count("Heartbeat COORDINATOR_NOT_AVAILABLE false") != 1 || s.obs.count("FindCoordinator COORDINATOR_NOT_AVAILABLE false") != 2 {
 		t.Errorf("observed %v, want the requests counted as not reached", s.obs.forwarded)
+	}
+	// Four failures, one warning (the rate limit is 30 s).
+	if n := strings.Count(s.logs.String(), "cannot reach the upstream cluster for consumer groups"); n != 1 {
+		t.Errorf("%d warnings for four failures within the rate limit, want 1:\n%s", n, s.logs.String())
 	}
 	// Assigned reads do not need the upstream.
 	cl := newClient(t, []string{s.addr}, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}))
