@@ -88,7 +88,7 @@ func (o *observer) count(key string) int {
 type setup struct {
 	fake *kfake.Cluster
 	logs *syncBuffer // the forwarder's log
-	addr string // the server's
+	addr string      // the server's
 	obs  *observer
 	fwd  *groups.Forwarder
 }
