@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -264,6 +265,12 @@ func TestServeGroups(t *testing.T) {
 		"--data-dir", t.TempDir(), "--flush", "always", "--serve", addr, "--serve-groups", "upstream")
 	for _, g := range topics {
 		g.waitCopied(t, d)
+	}
+	var doc struct {
+		Serve *serveStatus `json:"serve"`
+	}
+	if _, body, err := d.get("/status"); err != nil || json.Unmarshal([]byte(body), &doc) != nil || doc.Serve == nil || doc.Serve.Groups != "upstream" {
+		t.Fatalf("/status serve = %+v (%v), want groups upstream", doc.Serve, err)
 	}
 
 	t.Run("console consumer, classic group", func(t *testing.T) {
