@@ -65,6 +65,8 @@ var layers = []layer{
 		// Read-only: no storage (it declares its own Log), no files, no
 		// reflection or unsafe to reach past that interface.
 		deny: []string{"os", "os/...", "io/fs", "syscall", "reflect", "unsafe"}},
+	// Forwards the group APIs upstream for wire/server (a server.Groups).
+	{pkg: "groups", allow: []string{"std", "wire/server", "kgo", "kmsg", "kerr"}},
 	{pkg: "fetcher", allow: []string{"std", "follower", "storage", "wire", "wire/batch", "kgo", "kmsg", "kerr"}},
 	// The tools' requests: reads only.
 	{pkg: "cluster", allow: []string{"std", "wire", "wire/batch", "kgo", "kmsg", "kerr"}, readOnly: true},

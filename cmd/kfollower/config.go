@@ -54,6 +54,7 @@ type config struct {
 	Serve          string
 	ServeAdvertise string
 	ServeNodeID    int
+	ServeGroups    string
 }
 
 // listFlag is a comma-separated list; a YAML sequence is accepted too.

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -137,6 +138,9 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) error {
 	kgoReg := prometheus.NewRegistry()
 	kp := kprom.NewMetrics(metrics.Namespace, kprom.Registry(kgoReg), kprom.Subsystem("kgo"))
 	gatherer := prometheus.Gatherers{reg, dropPrefix{kgoReg, metrics.Namespace + "_kgo_buffered_"}}
+	// --serve-groups' upstream clients: the same cluster and credentials,
+	// without kgo's metrics hooks (one kprom per client).
+	upstreamOpts := append(slices.Clone(opts), kgo.WithLogger(kgoLogger{logger.With("component", "groups")}))
 	opts = append(opts, kgo.WithHooks(kp), kgo.WithLogger(kgoLogger{logger}))
 	client, err := kgo.NewClient(opts...)
 	if err != nil {
@@ -216,7 +220,7 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) error {
 		return err
 	}
 	if serveLn != nil {
-		if ep, err = newEndpoint(cfg, serveLn, mgr, logger); err != nil {
+		if ep, err = newEndpoint(ctx, cfg, serveLn, mgr, logger, upstreamOpts, reg); err != nil {
 			ln.Close()
 			return err
 		}

@@ -13,11 +13,15 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/kfollower/kfollower/fetcher"
+	"github.com/kfollower/kfollower/groups"
+	"github.com/kfollower/kfollower/metrics"
 	"github.com/kfollower/kfollower/wire"
 	"github.com/kfollower/kfollower/wire/batch"
 	"github.com/kfollower/kfollower/wire/server"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -26,6 +30,10 @@ func (c *config) serveFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Serve, "serve", c.Serve, "`address` to serve the local copy on as a read-only Kafka broker (host:port, bound exactly as given: :9092 listens on every interface; default: off)")
 	fs.StringVar(&c.ServeAdvertise, "serve-advertise", c.ServeAdvertise, "`host:port` that Kafka clients are told to connect to (default: the --serve address, which then must name a host)")
 	fs.IntVar(&c.ServeNodeID, "serve-node-id", c.ServeNodeID, "broker `id` the served one-broker cluster names")
+	if c.ServeGroups == "" {
+		c.ServeGroups = "off"
+	}
+	fs.Var(enumFlag{&c.ServeGroups, []string{"off", "upstream"}}, "serve-groups", "consumer groups on the served endpoint: `mode` off (refused: assign partitions) or upstream (group requests forwarded to the cluster, which keeps group state and committed offsets)")
 }
 
 // checkServe validates the --serve settings without touching the network.
@@ -33,6 +41,9 @@ func (c *config) checkServe() error {
 	if c.Serve == "" {
 		if c.ServeAdvertise != "" || c.ServeNodeID != 0 {
 			return errors.New("--serve-advertise and --serve-node-id need --serve")
+		}
+		if c.ServeGroups == "upstream" {
+			return errors.New("--serve-groups upstream needs --serve")
 		}
 		return nil
 	}
@@ -78,6 +89,9 @@ type endpoint struct {
 	err    error // valid once done is closed
 	// fail stops the daemon when the server ends on its own.
 	fail context.CancelFunc
+	// fwd forwards group requests upstream (--serve-groups upstream);
+	// closed once the server has stopped.
+	fwd *groups.Forwarder
 }
 
 // serveStatus is the endpoint as /status shows it.
@@ -86,6 +100,7 @@ type serveStatus struct {
 	Advertised string `json:"advertised"`
 	NodeID     int32  `json:"node_id"`
 	ClusterID  string `json:"cluster_id"`
+	Groups     string `json:"groups"` // --serve-groups
 }
 
 // listenServe binds the --serve address; it runs before the data dir is
@@ -102,8 +117,11 @@ func listenServe(cfg *config) (net.Listener, error) {
 }
 
 // newEndpoint makes the server over mgr's catalog; the cluster id is read
-// from, or created in, the data dir, which must be locked.
-func newEndpoint(cfg *config, ln net.Listener, mgr *fetcher.Manager, logger *slog.Logger) (*endpoint, error) {
+// from, or created in, the data dir, which must be locked. With
+// --serve-groups upstream it forwards group requests to the cluster
+// through clients made with upstream (the cluster's seeds, TLS and SASL),
+// reporting to metrics on reg.
+func newEndpoint(ctx context.Context, cfg *config, ln net.Listener, mgr *fetcher.Manager, logger *slog.Logger, upstream []kgo.Opt, reg prometheus.Registerer) (*endpoint, error) {
 	id, err := loadClusterID(cfg.DataDir)
 	if err != nil {
 		return nil, err
@@ -116,6 +134,24 @@ func newEndpoint(cfg *config, ln net.Listener, mgr *fetcher.Manager, logger *slo
 		_, port, _ := net.SplitHostPort(ln.Addr().String())
 		adv = net.JoinHostPort(host, port)
 	}
+	var fwd *groups.Forwarder
+	var gs server.Groups // nil unless forwarding: a typed nil would turn groups on
+	if cfg.ServeGroups == "upstream" {
+		// The daemon probed the cluster already; a cluster that stops
+		// answering now delays the start at most this long.
+		vctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		fwd, err = groups.New(vctx, groups.Config{
+			Client:   upstream,
+			Catalog:  serveCatalog{mgr},
+			Observer: metrics.NewGroups(reg),
+			Logger:   logger.With("component", "groups"),
+		})
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("--serve-groups: %w", err)
+		}
+		gs = fwd
+	}
 	dec := kgo.DefaultDecompressor()
 	srv, err := server.New(server.Config{
 		NodeID: int32(cfg.ServeNodeID), Advertise: adv, ClusterID: id,
@@ -125,13 +161,17 @@ func newEndpoint(cfg *config, ln net.Listener, mgr *fetcher.Manager, logger *slo
 		Decompress: func(codec batch.Compression, data []byte) ([]byte, error) {
 			return dec.Decompress(data, kgo.CompressionCodecType(codec))
 		},
+		Groups: gs,
 		Logger: logger.With("component", "serve"),
 	})
 	if err != nil {
+		if fwd != nil {
+			fwd.Close()
+		}
 		return nil, fmt.Errorf("--serve: %w", err)
 	}
-	return &endpoint{ln: ln, srv: srv, done: make(chan struct{}), status: serveStatus{
-		Address: ln.Addr().String(), Advertised: adv, NodeID: int32(cfg.ServeNodeID), ClusterID: id,
+	return &endpoint{ln: ln, srv: srv, fwd: fwd, done: make(chan struct{}), status: serveStatus{
+		Address: ln.Addr().String(), Advertised: adv, NodeID: int32(cfg.ServeNodeID), ClusterID: id, Groups: cfg.ServeGroups,
 	}}, nil
 }
 
@@ -147,7 +187,11 @@ func (e *endpoint) run(ctx context.Context) context.Context {
 	go func() {
 		defer close(e.done)
 		defer stopFetcher()
-		if e.err = e.srv.Serve(ctx, e.ln); e.err != nil && e.fail != nil {
+		e.err = e.srv.Serve(ctx, e.ln)
+		if e.fwd != nil {
+			e.fwd.Close() // every connection, and so every group session, has ended
+		}
+		if e.err != nil && e.fail != nil {
 			e.fail()
 		}
 	}()
@@ -173,6 +217,25 @@ func (c serveCatalog) Topics() []server.Topic {
 		out[i] = server.Topic{Name: t.Name, ID: t.ID, Partitions: t.Partitions}
 	}
 	return out
+}
+
+// HighWatermark is what the server serves up to (groups.Catalog).
+func (c serveCatalog) HighWatermark(topic string, partition int32) (int64, bool) {
+	l, _, ok := c.mgr.CatalogPartition(topic, partition)
+	if !ok {
+		return 0, false
+	}
+	return l.DurableEnd(), true
+}
+
+// TopicName is the served topic of an upstream topic id (groups.Catalog).
+func (c serveCatalog) TopicName(id [16]byte) (string, bool) {
+	for _, t := range c.mgr.CatalogTopics() {
+		if t.ID == id {
+			return t.Name, true
+		}
+	}
+	return "", false
 }
 
 func (c serveCatalog) Partition(topic string, partition int32) (server.Log, int32, bool) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -27,6 +28,8 @@ func TestServeBadInput(t *testing.T) {
 		{"advertise port 0", nil, []string{"--serve", "127.0.0.1:0", "--serve-advertise", "h:0"}, `--serve-advertise "h:0": bad port`},
 		{"negative node id", nil, []string{"--serve", "127.0.0.1:0", "--serve-node-id", "-1"}, "--serve-node-id -1: want 0 to 2147483647"},
 		{"advertise without serve", nil, []string{"--serve-advertise", "h:9092"}, "--serve-advertise and --serve-node-id need --serve"},
+		{"groups without serve", nil, []string{"--serve-groups", "upstream"}, "--serve-groups upstream needs --serve"},
+		{"groups from env without serve", []string{"KFOLLOWER_SERVE_GROUPS=upstream"}, nil, "--serve-groups upstream needs --serve"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -45,21 +48,35 @@ func TestServeBadInput(t *testing.T) {
 
 func TestServeConfigFile(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "kfollower.yaml")
-	if err := os.WriteFile(file, []byte("serve: 127.0.0.1:19092\nserve-advertise: kf.example:9092\nserve-node-id: 7\n"), 0o600); err != nil {
+	if err := os.WriteFile(file, []byte("serve: 127.0.0.1:19092\nserve-advertise: kf.example:9092\nserve-node-id: 7\nserve-groups: upstream\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cfg, err := loadConfig([]string{"--config", file, "--bootstrap-servers", "x:1", "--topics", "a"}, func(string) string { return "" }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Serve != "127.0.0.1:19092" || cfg.ServeAdvertise != "kf.example:9092" || cfg.ServeNodeID != 7 {
-		t.Fatalf("from the file: serve %q advertise %q node id %d", cfg.Serve, cfg.ServeAdvertise, cfg.ServeNodeID)
+	if cfg.Serve != "127.0.0.1:19092" || cfg.ServeAdvertise != "kf.example:9092" || cfg.ServeNodeID != 7 || cfg.ServeGroups != "upstream" {
+		t.Fatalf("from the file: serve %q advertise %q node id %d groups %q", cfg.Serve, cfg.ServeAdvertise, cfg.ServeNodeID, cfg.ServeGroups)
 	}
 	if err := cfg.check(); err != nil {
 		t.Fatal(err)
 	}
 	if def := defaultConfig(); def.Serve != "" {
 		t.Fatalf("--serve is on by default: %q", def.Serve)
+	}
+	// --serve-groups is off unless asked for; the environment sets it,
+	// a value other than off and upstream is refused.
+	def, err := loadConfig([]string{"--bootstrap-servers", "x:1", "--topics", "a"}, func(string) string { return "" }, nil)
+	if err != nil || def.ServeGroups != "off" {
+		t.Fatalf("default --serve-groups %q (%v), want off", def.ServeGroups, err)
+	}
+	env := map[string]string{"KFOLLOWER_SERVE_GROUPS": "upstream"}
+	fromEnv, err := loadConfig([]string{"--bootstrap-servers", "x:1", "--topics", "a"}, func(k string) string { return env[k] }, nil)
+	if err != nil || fromEnv.ServeGroups != "upstream" {
+		t.Fatalf("KFOLLOWER_SERVE_GROUPS=upstream: %q (%v)", fromEnv.ServeGroups, err)
+	}
+	if _, err := loadConfig([]string{"--bootstrap-servers", "x:1", "--topics", "a", "--serve-groups", "local"}, func(string) string { return "" }, io.Discard); err == nil {
+		t.Fatal("--serve-groups local accepted")
 	}
 }
 

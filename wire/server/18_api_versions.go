@@ -13,7 +13,9 @@ import (
 //
 //   - Lists every key registered here, each from Kafka 4.x's oldest version
 //     (KIP-896) to the newest kmsg encodes, and nothing else: a client then
-//     fails at once with UnsupportedVersion for the admin writes.
+//     fails at once with UnsupportedVersion for the admin writes. The
+//     group keys are listed only with Config.Groups, in the ranges it
+//     gives: kmsg's and the upstream cluster's both (groups.go).
 //   - A version above v5 is answered in a v0 body with UNSUPPORTED_VERSION
 //     and ApiVersions' own range only, the body unparsed
 //     (RequestContext.parseRequest, ApiVersionsRequest.getErrorResponse),
@@ -59,16 +61,27 @@ func handleApiVersions(_ context.Context, cc *conn, kreq kmsg.Request) (kmsg.Res
 			return resp, nil
 		}
 	}
-	resp.ApiKeys = advertisedKeys()
+	resp.ApiKeys = advertisedKeys(cc.s.cfg.Groups)
 	return resp, nil
 }
 
-// advertisedKeys is the registered keys and ranges, by key.
-func advertisedKeys() []kmsg.ApiVersionsResponseApiKey {
+// advertisedKeys is the registered keys and ranges, by key. The group keys
+// are listed only with g, in the ranges g forwards now (groups.go).
+func advertisedKeys(g Groups) []kmsg.ApiVersionsResponseApiKey {
 	keys := make([]kmsg.ApiVersionsResponseApiKey, 0, len(apis))
 	for key, a := range apis {
+		min, max := a.min, a.max
+		if isGroupKey(key) {
+			var ok bool
+			if g == nil {
+				continue
+			}
+			if min, max, ok = g.Versions(key); !ok {
+				continue
+			}
+		}
 		k := kmsg.NewApiVersionsResponseApiKey()
-		k.ApiKey, k.MinVersion, k.MaxVersion = key, a.min, a.max
+		k.ApiKey, k.MinVersion, k.MaxVersion = key, min, max
 		keys = append(keys, k)
 	}
 	slices.SortFunc(keys, func(a, b kmsg.ApiVersionsResponseApiKey) int { return int(a.ApiKey) - int(b.ApiKey) })

@@ -25,6 +25,7 @@ type conn struct {
 	remote string
 	frame  bytes.Buffer // the request being read, reused
 	out    []byte       // the response being written, reused
+	groups GroupSession // this connection's group forwarding, opened on first use (groups.go)
 }
 
 func newConn(s *Server, c net.Conn, adv broker) *conn {
@@ -36,6 +37,7 @@ func newConn(s *Server, c net.Conn, adv broker) *conn {
 // connection. A panic in a handler closes this connection only.
 func (cc *conn) serve(ctx context.Context) {
 	defer cc.c.Close()
+	defer cc.closeGroups()
 	defer func() {
 		if r := recover(); r != nil {
 			cc.s.log.Error("panic answering a request; closing the connection", "remote", cc.remote, "panic", r, "stack", string(debug.Stack()))

@@ -22,7 +22,10 @@
 // newest kmsg encodes. Produce, InitProducerId and FindCoordinator are
 // advertised and refused, as Kafka refuses a principal that holds only
 // READ and DESCRIBE (librdkafka turns features on from the advertised
-// ranges, KAFKA-18659). Any other key, a version outside the advertised
+// ranges, KAFKA-18659). With Config.Groups, FindCoordinator names this
+// broker for consumer groups and the group APIs (JoinGroup to
+// ListGroups, KIP-848's ConsumerGroupHeartbeat and ConsumerGroupDescribe)
+// are forwarded to the upstream cluster through it (groups.go). Any other key, a version outside the advertised
 // range (ApiVersions excepted: it gets UNSUPPORTED_VERSION in a v0 body),
 // a frame above Config.MaxRequestBytes or a request that does not parse
 // closes that connection, as Kafka's SocketServer does; no other

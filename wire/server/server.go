@@ -100,6 +100,10 @@ type Config struct {
 	// earlier than the record Kafka would name, never later.
 	// kgo.DefaultDecompressor().Decompress fits after a conversion.
 	Decompress func(codec batch.Compression, data []byte) ([]byte, error)
+	// Groups, if set, forwards the consumer-group APIs upstream
+	// (groups.go). Nil: they are not served and FindCoordinator refuses
+	// groups.
+	Groups Groups
 	// Logger gets connection errors. Nil: discarded.
 	Logger *slog.Logger
 }
