@@ -92,16 +92,19 @@ func New(reg prometheus.Registerer, opts Options) *Metrics {
 	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
 		return f.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: name, Help: help}, labels)
 	}
+	// The broker a series is about is its node_id label, as on
+	// franz-go's own kfollower_kgo_* series (plugin/kprom), so one
+	// query joins or groups both.
 	m := &Metrics{
-		requests:      counter("requests_total", "Requests sent to leader brokers (api: fetch, offsets_for_leader_epoch, list_offsets).", "broker", "api"),
-		requestErrors: counter("request_errors_total", "Requests that got no response (connection or timeout errors).", "broker", "api"),
+		requests:      counter("requests_total", "Requests sent to leader brokers (api: fetch, offsets_for_leader_epoch, list_offsets).", "node_id", "api"),
+		requestErrors: counter("request_errors_total", "Requests that got no response (connection or timeout errors).", "node_id", "api"),
 		requestDuration: f.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "request_duration_seconds",
 			Help:    "Time from sending a request to a leader broker to its response; a fetch includes the broker's long poll.",
-			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}}, []string{"broker", "api"}),
-		fetchedBytes:    counter("fetched_bytes_total", "Record batch bytes received in Fetch responses.", "broker"),
-		fetchedRecords:  counter("fetched_records_total", "Records received in Fetch responses, counted from batch headers.", "broker"),
-		appendedBytes:   counter("appended_bytes_total", "Record batch bytes appended to local logs.", "broker"),
-		appendedRecords: counter("appended_records_total", "Records appended to local logs.", "broker"),
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}}, []string{"node_id", "api"}),
+		fetchedBytes:    counter("fetched_bytes_total", "Record batch bytes received in Fetch responses.", "node_id"),
+		fetchedRecords:  counter("fetched_records_total", "Records received in Fetch responses, counted from batch headers.", "node_id"),
+		appendedBytes:   counter("appended_bytes_total", "Record batch bytes appended to local logs.", "node_id"),
+		appendedRecords: counter("appended_records_total", "Records appended to local logs.", "node_id"),
 		epochResults: counter("offsets_for_leader_epoch_requests_total",
 			"OffsetsForLeaderEpoch queries, one per partition, by result: ok, undefined (the leader knows no end for the epoch), transport_error, or a Kafka error name.", "result"),
 		fetchErrors: counter("fetch_partition_errors_total",

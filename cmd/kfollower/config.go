@@ -133,7 +133,12 @@ func parseSize(v string) (int64, error) {
 func defaultConfig() *config {
 	return &config{
 		DataDir:          "data",
-		HTTP:             ":9644",
+		// 7644: outside Prometheus's exporter range (9100-9999, all
+		// allocated) and clear of the Kafka ecosystem's ports: Kafka
+		// 9092-9094, Redpanda admin 9644, Schema Registry 8081, REST
+		// Proxy 8082, Connect 8083, Control Center 9021, JMX 9999,
+		// jmx_exporter 7071, and the common 8080/9090/9100.
+		HTTP:             ":7644",
 		SASLMechanism:    "none",
 		Flush:            "interval",
 		FlushInterval:    time.Second,

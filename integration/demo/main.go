@@ -23,7 +23,7 @@ import (
 
 func main() {
 	bin := flag.String("kfollower", "bin/kfollower", "the kfollower binary")
-	httpAddr := flag.String("http", "127.0.0.1:9644", "kfollower's HTTP address")
+	httpAddr := flag.String("http", "127.0.0.1:7644", "kfollower's HTTP address")
 	dir := flag.String("dir", "", "where the cluster and kfollower's copy go (default: a new temp dir)")
 	rate := flag.Int("rate", 200, "records per second the producer writes to each topic")
 	flag.Parse()
