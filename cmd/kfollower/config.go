@@ -132,7 +132,7 @@ func parseSize(v string) (int64, error) {
 
 func defaultConfig() *config {
 	return &config{
-		DataDir:          "data",
+		DataDir: "data",
 		// 7644: outside Prometheus's exporter range (9100-9999, all
 		// allocated) and clear of the Kafka ecosystem's ports: Kafka
 		// 9092-9094, Redpanda admin 9644, Schema Registry 8081, REST
