@@ -33,11 +33,17 @@ type Partition struct {
 
 // States are the values of the state label of kfollower_partition_state,
 // the follower's states plus "failed" (the local log could not be opened,
-// or its topic was recreated). One series per state is exported for each
+// or its topic was recreated) and "stalled" (a request to the leader in
+// the air for longer than kfollower run's --stall-after: a hung leader). One series per state is exported for each
 // partition (the state-set pattern), so a query never depends on which
 // states have been seen. "stopped", "failed" and "storage-backoff" copy
 // nothing until something is repaired, and make kfollower_ready 0.
-var States = []string{"no-leader", "reconciling", "fetching", "out-of-range", "backoff", "fenced", "storage-backoff", "stopped", "failed"}
+var States = []string{"no-leader", "reconciling", "fetching", "stalled", "out-of-range", "backoff", "fenced", "storage-backoff", "stopped", "failed"}
+
+// ConnectionStates are the values of the state label of
+// kfollower_cluster_connection_state: "connecting" until a bootstrap
+// server has answered ApiVersions, "connected" after.
+var ConnectionStates = []string{"connecting", "connected"}
 
 // Options are what the scrape-time collector reads.
 type Options struct {
@@ -45,6 +51,8 @@ type Options struct {
 	Partitions func() []Partition
 	// Ready mirrors /readyz.
 	Ready func() bool
+	// Connection, if set, returns one of ConnectionStates.
+	Connection func() string
 	// LostFoundBytes, if set, sizes lost+found (walked at scrape time).
 	LostFoundBytes func() (int64, error)
 	// Version, GoVersion, FranzGoVersion label kfollower_build_info.
@@ -250,7 +258,7 @@ type collector struct {
 	mu       sync.Mutex           // guards caughtUp
 	caughtUp map[string]time.Time // partition key → when its lag was last seen at 0, or first seen
 
-	buildInfo, ready, lostFound                          *prometheus.Desc
+	buildInfo, ready, lostFound, connection              *prometheus.Desc
 	logStart, logEnd, hw, lag, lagSeconds                *prometheus.Desc
 	leaderEpoch, localEpoch, leaderID, state, reconciled *prometheus.Desc
 	storeBytes, storeSegments                            *prometheus.Desc
@@ -269,6 +277,7 @@ func newCollector(opts Options) *collector {
 		caughtUp:      map[string]time.Time{},
 		buildInfo:     d("build_info", "Always 1; labels name the build.", "version", "go_version", "franz_go_version"),
 		ready:         d("ready", "1 when /readyz is: metadata loaded and every followed partition reconciled at least once."),
+		connection:    d("cluster_connection_state", "1 for the state of the connection to the cluster (connecting: no bootstrap server has answered yet; connected), 0 for the other.", "state"),
 		lostFound:     d("lost_found_bytes", "Bytes kept in lost+found: batches truncated away, kept for inspection."),
 		logStart:      d("partition_log_start_offset", "First offset of the local copy.", tp...),
 		logEnd:        d("partition_log_end_offset", "Next offset the local copy will hold (log end offset).", tp...),
@@ -286,7 +295,7 @@ func newCollector(opts Options) *collector {
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.buildInfo, c.ready, c.lostFound, c.logStart, c.logEnd, c.hw, c.lag, c.lagSeconds,
+	for _, d := range []*prometheus.Desc{c.buildInfo, c.ready, c.connection, c.lostFound, c.logStart, c.logEnd, c.hw, c.lag, c.lagSeconds,
 		c.leaderEpoch, c.localEpoch, c.leaderID, c.state, c.reconciled, c.storeBytes, c.storeSegments} {
 		ch <- d
 	}
@@ -299,6 +308,12 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.buildInfo, 1, c.opts.Version, c.opts.GoVersion, c.opts.FranzGoVersion)
 	if c.opts.Ready != nil {
 		gauge(c.ready, b2f(c.opts.Ready()))
+	}
+	if c.opts.Connection != nil {
+		cur := c.opts.Connection()
+		for _, s := range ConnectionStates {
+			gauge(c.connection, b2f(s == cur), s)
+		}
 	}
 	if c.opts.LostFoundBytes != nil {
 		if n, err := c.opts.LostFoundBytes(); err == nil {

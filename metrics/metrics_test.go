@@ -39,6 +39,7 @@ func newTest(t *testing.T) (*prometheus.Registry, *Metrics, *fakeSource, *time.T
 	m := New(reg, Options{
 		Partitions:     src.get,
 		Ready:          func() bool { return true },
+		Connection:     func() string { return "connected" },
 		LostFoundBytes: func() (int64, error) { return 4096, nil },
 		Version:        "v1", GoVersion: "go1.26", FranzGoVersion: "v1.22.3",
 		Now: func() time.Time { return now },
@@ -48,6 +49,21 @@ func newTest(t *testing.T) (*prometheus.Registry, *Metrics, *fakeSource, *time.T
 
 var p0 = Partition{Topic: "t", Partition: 0, State: "fetching", Leader: 2, LeaderEpoch: 5, LocalEpoch: 4,
 	LogStartOffset: 0, LogEndOffset: 90, HighWatermark: 100, Lag: 10, Reconciled: true, SizeBytes: 7000, Segments: 1}
+
+// The connection state is a state set: one series per state, 1 for the
+// current one.
+func TestConnectionState(t *testing.T) {
+	reg, _, _, _ := newTest(t)
+	const want = `
+# HELP kfollower_cluster_connection_state 1 for the state of the connection to the cluster (connecting: no bootstrap server has answered yet; connected), 0 for the other.
+# TYPE kfollower_cluster_connection_state gauge
+kfollower_cluster_connection_state{state="connected"} 1
+kfollower_cluster_connection_state{state="connecting"} 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "kfollower_cluster_connection_state"); err != nil {
+		t.Fatal(err)
+	}
+}
 
 // Per-partition series come from the snapshot at scrape time: a partition
 // that is no longer followed leaves no series behind.
@@ -73,6 +89,7 @@ kfollower_partition_state{partition="0",state="fetching",topic="t"} 1
 kfollower_partition_state{partition="0",state="no-leader",topic="t"} 0
 kfollower_partition_state{partition="0",state="out-of-range",topic="t"} 0
 kfollower_partition_state{partition="0",state="reconciling",topic="t"} 0
+kfollower_partition_state{partition="0",state="stalled",topic="t"} 0
 kfollower_partition_state{partition="0",state="stopped",topic="t"} 0
 kfollower_partition_state{partition="0",state="storage-backoff",topic="t"} 0
 `
