@@ -167,8 +167,8 @@ func describeDialError(err error) string {
 		return fmt.Sprintf("no such host %q (the name does not resolve: a typo, or DNS not ready yet)", de.Name)
 	}
 	var oe *net.OpError
-	if errors.As(err, &oe) && oe.Err != nil {
-		return fmt.Sprintf("%s %s: %v", oe.Op, oe.Addr, oe.Err)
+	if errors.As(err, &oe) && oe.Op == "dial" && oe.Err != nil {
+		return oe.Err.Error() // "connect: connection refused"; the caller names the address
 	}
 	return err.Error()
 }
