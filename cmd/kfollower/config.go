@@ -156,8 +156,8 @@ func defaultConfig() *config {
 		// a hung leader before kgo's own deadline resets the connection
 		// and the state machine backs off.
 		StallAfter: 5 * time.Second,
-		LogLevel:         "info",
-		LogFormat:        "text",
+		LogLevel:   "info",
+		LogFormat:  "text",
 	}
 }
 

@@ -130,13 +130,13 @@ func (d *daemonState) statuses() []partitionStatus {
 // totals sums /status's partitions: what 'kfollower status' and an
 // operator want at a glance.
 type totals struct {
-	Partitions     int            `json:"partitions"`
-	ByState        map[string]int `json:"by_state"`
-	CaughtUp       int            `json:"caught_up"` // fetching with no lag
-	LagRecords     int64          `json:"lag_records"`
-	Truncations    int            `json:"partitions_truncated"` // partitions with a last truncation since start
-	LostRecords    int64          `json:"lost_records"`         // of the partitions' last losses since start
-	LastLoss *lossRef       `json:"last_loss,omitempty"`
+	Partitions  int            `json:"partitions"`
+	ByState     map[string]int `json:"by_state"`
+	CaughtUp    int            `json:"caught_up"` // fetching with no lag
+	LagRecords  int64          `json:"lag_records"`
+	Truncations int            `json:"partitions_truncated"` // partitions with a last truncation since start
+	LostRecords int64          `json:"lost_records"`         // of the partitions' last losses since start
+	LastLoss    *lossRef       `json:"last_loss,omitempty"`
 }
 
 // lossRef names one loss.
