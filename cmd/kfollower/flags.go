@@ -153,12 +153,3 @@ func editDistance(a, b string) int {
 	}
 	return prev[len(b)]
 }
-
-// isHelp reports a help request: -h, -help, --help or help.
-func isHelp(arg string) bool {
-	switch arg {
-	case "-h", "-help", "--help", "help":
-		return true
-	}
-	return false
-}
