@@ -85,7 +85,7 @@ func (d *daemonState) ready() (bool, string) {
 	case m == nil:
 		return false, "not connected to the cluster yet: " + waiting
 	case !m.Ready():
-		return false, "metadata not loaded yet, a followed partition has not reconciled with its leader yet, or one is stopped, failed or waiting on its storage (see the partitions' states)"
+		return false, "metadata not loaded yet, a followed partition has not reconciled with its leader yet, or one is stopped, failed or waiting on its storage"
 	}
 	return true, ""
 }

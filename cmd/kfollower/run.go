@@ -50,8 +50,10 @@ A config file holds the same names as keys:
   data-dir: /var/lib/kfollower
   retention-bytes: 50GiB
 
-HTTP: /metrics (Prometheus), /healthz (alive), /readyz (metadata loaded and
-every followed partition reconciled once), /status (JSON per partition).
+HTTP, up before the cluster is asked anything: /metrics (Prometheus),
+/healthz (alive), /readyz (metadata loaded and every followed partition
+reconciled once; why not, if not), /status (JSON per partition, with totals;
+'kfollower status' prints it as a table).
 Exit status: 0 after SIGINT/SIGTERM, 1 on an error, 2 on a bad command line.
 `
 
