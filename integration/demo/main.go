@@ -83,12 +83,27 @@ func run(o options) error {
 	}()
 
 	say("starting a Kafka %s cluster: a KRaft controller and brokers 1, 2, 3 (JVMs on loopback; the first run downloads the jars with Maven)", kafka.Version())
-	c, err := sa.Start(kafka.Options{Layout: kafka.Isolated, NeedsFaults: true})
-	if err != nil {
-		return err
-	}
-	if ctx.Err() != nil {
-		return nil
+	// Starting waits for the harness's machine-wide lock (another
+	// cluster may hold it) and then for the nodes, without a context: a
+	// Ctrl-C meanwhile ends the demo at once, and the kernel kills any
+	// JVM already started with it (the harness starts them with
+	// Pdeathsig).
+	var c *kafka.Cluster
+	started := make(chan error, 1)
+	go func() {
+		var err error
+		c, err = sa.Start(kafka.Options{Layout: kafka.Isolated, NeedsFaults: true})
+		started <- err
+	}()
+	select {
+	case err := <-started:
+		if err != nil {
+			return err
+		}
+	case <-ctx.Done():
+		fmt.Println()
+		say("interrupted while the cluster was starting")
+		os.Exit(130)
 	}
 	if err := sa.Do(func() {
 		c.CreateTopic(ctx, "demo-orders", [][]int32{{1, 2, 3}}, map[string]string{"min.insync.replicas": "2"})

@@ -133,7 +133,11 @@ func (s *story) cleanKill(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	s.step(ctx, 1, "a clean leader kill: SIGKILL broker %d, the leader of demo-orders-0, while the producer writes", before.Leader)
+	copied, err := s.waitPartition(ctx, "demo-orders", "records copied", func(p partitionStatus) bool { return p.LogEndOffset >= 200 })
+	if err != nil || ctx.Err() != nil {
+		return err
+	}
+	s.step(ctx, 1, "a clean leader kill: SIGKILL broker %d, the leader of demo-orders-0, while the producer writes (kfollower holds %d records of it)", before.Leader, copied.LogEndOffset)
 	if err := s.harness(func() {
 		s.c.Kill(before.Leader)
 		after = s.c.WaitPartition(ctx, "demo-orders", 0, "a new leader", func(st kafka.PartitionState) bool {
@@ -144,7 +148,7 @@ func (s *story) cleanKill(ctx context.Context) error {
 	}
 	say("the controller elected broker %d (leader epoch %d) from the ISR", after.Leader, after.LeaderEpoch)
 	p, err := s.waitPartition(ctx, "demo-orders", "following the new leader", func(p partitionStatus) bool {
-		return p.LeaderEpoch >= after.LeaderEpoch && p.State == "fetching" && p.Reconciled
+		return p.LeaderEpoch >= after.LeaderEpoch && p.State == "fetching" && p.Reconciled && p.LogEndOffset > copied.LogEndOffset
 	})
 	if err != nil || ctx.Err() != nil {
 		return err
@@ -152,7 +156,7 @@ func (s *story) cleanKill(ctx context.Context) error {
 	if p.LastTruncation != nil || p.LastLost != nil {
 		return fmt.Errorf("a clean failover truncated demo-orders-0: %+v", p)
 	}
-	say("no alarm: kfollower reconciled with broker %d at epoch %d and truncated nothing (log end %d); the ISR had every committed record", p.Leader, p.LeaderEpoch, p.LogEndOffset)
+	say("no alarm: kfollower reconciled with broker %d at epoch %d, truncated nothing and copies on (log end %d); the ISR had every committed record", p.Leader, p.LeaderEpoch, p.LogEndOffset)
 	say("restarting broker %d", before.Leader)
 	return s.harness(func() { s.c.Restart(ctx, before.Leader) })
 }
