@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -25,21 +26,8 @@ func TestMain(m *testing.M) { kafka.Main(m) }
 // showed it; kfollower and the cluster stopped.
 func TestDemoStory(t *testing.T) {
 	dir := t.TempDir()
-	build := func(out, pkg string) string {
-		p := filepath.Join(dir, out)
-		if b, err := exec.Command("go", "build", "-o", p, pkg).CombinedOutput(); err != nil {
-			t.Fatalf("go build %s: %v\n%s", pkg, err, b)
-		}
-		return p
-	}
-	kf := build("kfollower", "../../cmd/kfollower")
-	demo := build("kfollower-demo", ".")
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	httpAddr := ln.Addr().String()
-	ln.Close()
+	kf, demo := buildBoth(t, dir)
+	httpAddr := freeAddr(t)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
@@ -47,7 +35,7 @@ func TestDemoStory(t *testing.T) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	err = cmd.Run()
+	err := cmd.Run()
 	got := out.String()
 	if err != nil {
 		t.Fatalf("the demo failed: %v\n%s", err, tail(got, 120))
@@ -101,6 +89,100 @@ func TestDemoStory(t *testing.T) {
 		t.Errorf("%d loss lines, want 1 (the unclean election's):\n%s", n, tail(got, 150))
 	}
 	t.Log(tail(got, 60))
+}
+
+// Ctrl-C in the middle of the story stops it cleanly: kfollower with
+// SIGTERM (exit 0), the cluster, and no JVM is left.
+func TestDemoInterrupt(t *testing.T) {
+	dir := t.TempDir()
+	kf, demo := buildBoth(t, dir)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	demoDir := filepath.Join(dir, "demo")
+	cmd := exec.CommandContext(ctx, demo, "--kfollower", kf, "--fast", "--http", freeAddr(t), "--dir", demoDir)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	deadline := time.Now().Add(10 * time.Minute)
+	for !strings.Contains(out.String(), "demo: step 1/7") {
+		select {
+		case err := <-waited:
+			t.Fatalf("the demo ended (%v) before step 1:\n%s", err, tail(out.String(), 80))
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			<-waited
+			t.Fatalf("no step 1 within 10 minutes:\n%s", tail(out.String(), 80))
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-waited:
+		if err != nil {
+			t.Fatalf("after Ctrl-C the demo exited with %v:\n%s", err, tail(out.String(), 80))
+		}
+	case <-time.After(2 * time.Minute):
+		cmd.Process.Kill()
+		<-waited
+		t.Fatalf("the demo still ran 2 minutes after Ctrl-C:\n%s", tail(out.String(), 80))
+	}
+	got := out.String()
+	for _, w := range []string{"demo: interrupted", "demo: kfollower exited: exit status 0", "demo: stopped."} {
+		if !strings.Contains(got, w) {
+			t.Errorf("after Ctrl-C the output lacks %q:\n%s", w, tail(got, 80))
+		}
+	}
+	if b, _ := exec.Command("pgrep", "-f", demoDir).Output(); len(strings.TrimSpace(string(b))) > 0 {
+		t.Errorf("processes of the demo left after Ctrl-C: %s", b)
+	}
+}
+
+func buildBoth(t *testing.T, dir string) (kf, demo string) {
+	t.Helper()
+	build := func(out, pkg string) string {
+		p := filepath.Join(dir, out)
+		if b, err := exec.Command("go", "build", "-o", p, pkg).CombinedOutput(); err != nil {
+			t.Fatalf("go build %s: %v\n%s", pkg, err, b)
+		}
+		return p
+	}
+	return build("kfollower", "../../cmd/kfollower"), build("kfollower-demo", ".")
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// syncBuffer is a bytes.Buffer the process writes while the test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 func tail(s string, n int) string {
