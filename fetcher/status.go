@@ -63,8 +63,9 @@ func (m *Manager) setInFlight(worker int32, api string, since time.Time, tps map
 	}
 }
 
-// apiName names a request's API in /status, as the metrics' api label.
-func apiName(k kmsg.Key) string {
+// APIName names a request's API in the status snapshot and in the
+// metrics' api label: fetch, offsets_for_leader_epoch, list_offsets.
+func APIName(k kmsg.Key) string {
 	switch k {
 	case kmsg.Fetch:
 		return "fetch"

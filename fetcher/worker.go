@@ -275,7 +275,7 @@ func (w *worker) send(ctx context.Context) {
 	}
 	f.sent = w.m.cfg.Now()
 	w.flight = f
-	w.m.setInFlight(w.id, apiName(f.key), f.sent, f.reqIDs)
+	w.m.setInFlight(w.id, APIName(f.key), f.sent, f.reqIDs)
 	// The request goroutine is owned by this worker: run waits for it
 	// before returning, and it ends with ctx.
 	go func() {
