@@ -167,7 +167,7 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) (runErr error) {
 		return fmt.Errorf("listening for HTTP on %s: %w", cfg.HTTP, err)
 	}
 	st := newDaemonState(cfg.StallAfter)
-	var ep *endpoint // set before the fetcher runs, read by its Changed and by /status
+	var ep *endpoint // set before the fetcher runs, read by its Changed
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
