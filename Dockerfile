@@ -18,8 +18,8 @@ FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/kfollower /usr/local/bin/kfollower
 COPY --from=build --chown=65532:65532 /out/data /var/lib/kfollower
 ENV KFOLLOWER_DATA_DIR=/var/lib/kfollower \
-    KFOLLOWER_HTTP_LISTEN=:9644
+    KFOLLOWER_HTTP_LISTEN=:7644
 VOLUME /var/lib/kfollower
-EXPOSE 9644
+EXPOSE 7644
 ENTRYPOINT ["/usr/local/bin/kfollower"]
 CMD ["run"]

@@ -37,8 +37,13 @@ lint:
 fmt:
 	gofmt -w $$(git ls-files '*.go')
 
-# A local 3-node cluster (the test harness: JVMs, no Docker), a producer and
-# kfollower following it; Ctrl-C stops it all. Needs Go, Java 17 and Maven.
+# The story kfollower exists for, narrated step by step on a local cluster
+# (the test harness: a controller and 3 brokers as JVMs, no Docker): a clean
+# leader kill with no alarm, an unclean election that loses committed
+# records and kfollower's report of them (log line, metric, lost list),
+# verify matching again, a console consumer reading kfollower over --serve.
+# It ends on its own; DEMO_FLAGS=--stay keeps it running until Ctrl-C, and
+# Ctrl-C stops it all at any point. Needs Go, Java 17 and Maven.
 demo:
 	$(GO) build -o bin/kfollower ./cmd/kfollower
 	$(GO) build -o bin/kfollower-demo ./integration/demo

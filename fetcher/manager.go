@@ -63,7 +63,8 @@ type Manager struct {
 	mu       sync.Mutex // guards ids, statuses and loaded, read by other goroutines
 	ids      map[string]wire.TopicID
 	statuses map[wire.TopicPartition]Status
-	loaded   bool // a Metadata answer has been placed
+	loaded   bool                             // a Metadata answer has been placed
+	inFlight map[wire.TopicPartition]inFlight // requests in the air (status.go)
 
 	catalog catalog // the open logs, read-only, for a server of the copy
 }

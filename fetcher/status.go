@@ -2,9 +2,11 @@ package fetcher
 
 import (
 	"sort"
+	"time"
 
 	"github.com/kfollower/kfollower/follower"
 	"github.com/kfollower/kfollower/wire"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Status is one partition's state for /status and metrics.
@@ -32,6 +34,59 @@ type Status struct {
 	// longer the request in flight (follower.ErrStale: a new leader epoch,
 	// a backoff, a hand-off) or the partition had stopped.
 	StaleReplies int64 `json:"stale_replies"`
+	// InFlight is the API of the request to the leader now in the air
+	// for this partition ("fetch", "offsets_for_leader_epoch",
+	// "list_offsets"), sent at InFlightSince; empty and nil when none is.
+	// A request far older than the broker's long poll is a stall (a hung
+	// leader) that State alone does not show.
+	InFlight      string     `json:"in_flight,omitempty"`
+	InFlightSince *time.Time `json:"in_flight_since,omitempty"`
+}
+
+// inFlight is a partition's request in the air, and the worker that sent
+// it, so that another worker's answer never clears it.
+type inFlight struct {
+	worker int32
+	api    string
+	since  time.Time
+}
+
+// setInFlight records that worker sent a request of api for tps at since.
+func (m *Manager) setInFlight(worker int32, api string, since time.Time, tps map[wire.TopicPartition]uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.inFlight == nil {
+		m.inFlight = map[wire.TopicPartition]inFlight{}
+	}
+	for tp := range tps {
+		m.inFlight[tp] = inFlight{worker: worker, api: api, since: since}
+	}
+}
+
+// APIName names a request's API in the status snapshot and in the
+// metrics' api label: fetch, offsets_for_leader_epoch, list_offsets.
+func APIName(k kmsg.Key) string {
+	switch k {
+	case kmsg.Fetch:
+		return "fetch"
+	case kmsg.OffsetForLeaderEpoch:
+		return "offsets_for_leader_epoch"
+	case kmsg.ListOffsets:
+		return "list_offsets"
+	}
+	return k.Name()
+}
+
+// clearInFlight forgets worker's requests for tps: answered, failed or
+// given up.
+func (m *Manager) clearInFlight(worker int32, tps map[wire.TopicPartition]uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for tp := range tps {
+		if f, ok := m.inFlight[tp]; ok && f.worker == worker {
+			delete(m.inFlight, tp)
+		}
+	}
 }
 
 // publish records p's status; called by p's owner.
@@ -69,7 +124,11 @@ func (m *Manager) setStatus(tp wire.TopicPartition, s Status) {
 func (m *Manager) Statuses() []Status {
 	m.mu.Lock()
 	out := make([]Status, 0, len(m.statuses))
-	for _, s := range m.statuses {
+	for tp, s := range m.statuses {
+		if f, ok := m.inFlight[tp]; ok {
+			since := f.since
+			s.InFlight, s.InFlightSince = f.api, &since
+		}
 		out = append(out, s)
 	}
 	m.mu.Unlock()

@@ -127,6 +127,7 @@ func (w *worker) run(ctx context.Context) {
 			}
 		case f := <-w.flights:
 			w.flight = nil
+			w.m.clearInFlight(w.id, f.reqIDs)
 			w.receive(f)
 		case <-maintC:
 			w.maintain()
@@ -146,6 +147,7 @@ func (w *worker) run(ctx context.Context) {
 func (w *worker) land() {
 	if w.flight != nil {
 		<-w.flights
+		w.m.clearInFlight(w.id, w.flight.reqIDs)
 		w.flight = nil
 	}
 }
@@ -185,6 +187,7 @@ func (w *worker) handle(o order, now time.Time) (quit bool) {
 			// machine does not wait for a reply this worker will drop.
 			if id, ok := w.flight.idFor(o.tp); ok {
 				p.step(now, follower.RequestFailed{ID: id, Err: fmt.Errorf("%s moved away from broker %d", o.tp, w.id)})
+				w.m.clearInFlight(w.id, map[wire.TopicPartition]uint64{o.tp: id})
 			}
 			// A request not yet sent travels with the partition: it may
 			// be addressed to the new leader already (a KIP-951 hint got
@@ -272,6 +275,7 @@ func (w *worker) send(ctx context.Context) {
 	}
 	f.sent = w.m.cfg.Now()
 	w.flight = f
+	w.m.setInFlight(w.id, APIName(f.key), f.sent, f.reqIDs)
 	// The request goroutine is owned by this worker: run waits for it
 	// before returning, and it ends with ctx.
 	go func() {

@@ -33,11 +33,17 @@ type Partition struct {
 
 // States are the values of the state label of kfollower_partition_state,
 // the follower's states plus "failed" (the local log could not be opened,
-// or its topic was recreated). One series per state is exported for each
+// or its topic was recreated) and "stalled" (a request to the leader in
+// the air for longer than kfollower run's --stall-after: a hung leader). One series per state is exported for each
 // partition (the state-set pattern), so a query never depends on which
 // states have been seen. "stopped", "failed" and "storage-backoff" copy
 // nothing until something is repaired, and make kfollower_ready 0.
-var States = []string{"no-leader", "reconciling", "fetching", "out-of-range", "backoff", "fenced", "storage-backoff", "stopped", "failed"}
+var States = []string{"no-leader", "reconciling", "fetching", "stalled", "out-of-range", "backoff", "fenced", "storage-backoff", "stopped", "failed"}
+
+// ConnectionStates are the values of the state label of
+// kfollower_cluster_connection_state: "connecting" until a bootstrap
+// server has answered ApiVersions, "connected" after.
+var ConnectionStates = []string{"connecting", "connected"}
 
 // Options are what the scrape-time collector reads.
 type Options struct {
@@ -45,6 +51,8 @@ type Options struct {
 	Partitions func() []Partition
 	// Ready mirrors /readyz.
 	Ready func() bool
+	// Connection, if set, returns one of ConnectionStates.
+	Connection func() string
 	// LostFoundBytes, if set, sizes lost+found (walked at scrape time).
 	LostFoundBytes func() (int64, error)
 	// Version, GoVersion, FranzGoVersion label kfollower_build_info.
@@ -92,16 +100,19 @@ func New(reg prometheus.Registerer, opts Options) *Metrics {
 	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
 		return f.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: name, Help: help}, labels)
 	}
+	// The broker a series is about is its node_id label, as on
+	// franz-go's own kfollower_kgo_* series (plugin/kprom), so one
+	// query joins or groups both.
 	m := &Metrics{
-		requests:      counter("requests_total", "Requests sent to leader brokers (api: fetch, offsets_for_leader_epoch, list_offsets).", "broker", "api"),
-		requestErrors: counter("request_errors_total", "Requests that got no response (connection or timeout errors).", "broker", "api"),
+		requests:      counter("requests_total", "Requests sent to leader brokers (api: fetch, offsets_for_leader_epoch, list_offsets).", "node_id", "api"),
+		requestErrors: counter("request_errors_total", "Requests that got no response (connection or timeout errors).", "node_id", "api"),
 		requestDuration: f.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "request_duration_seconds",
 			Help:    "Time from sending a request to a leader broker to its response; a fetch includes the broker's long poll.",
-			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}}, []string{"broker", "api"}),
-		fetchedBytes:    counter("fetched_bytes_total", "Record batch bytes received in Fetch responses.", "broker"),
-		fetchedRecords:  counter("fetched_records_total", "Records received in Fetch responses, counted from batch headers.", "broker"),
-		appendedBytes:   counter("appended_bytes_total", "Record batch bytes appended to local logs.", "broker"),
-		appendedRecords: counter("appended_records_total", "Records appended to local logs.", "broker"),
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}}, []string{"node_id", "api"}),
+		fetchedBytes:    counter("fetched_bytes_total", "Record batch bytes received in Fetch responses.", "node_id"),
+		fetchedRecords:  counter("fetched_records_total", "Records received in Fetch responses, counted from batch headers.", "node_id"),
+		appendedBytes:   counter("appended_bytes_total", "Record batch bytes appended to local logs.", "node_id"),
+		appendedRecords: counter("appended_records_total", "Records appended to local logs.", "node_id"),
 		epochResults: counter("offsets_for_leader_epoch_requests_total",
 			"OffsetsForLeaderEpoch queries, one per partition, by result: ok, undefined (the leader knows no end for the epoch), transport_error, or a Kafka error name.", "result"),
 		fetchErrors: counter("fetch_partition_errors_total",
@@ -247,7 +258,7 @@ type collector struct {
 	mu       sync.Mutex           // guards caughtUp
 	caughtUp map[string]time.Time // partition key → when its lag was last seen at 0, or first seen
 
-	buildInfo, ready, lostFound                          *prometheus.Desc
+	buildInfo, ready, lostFound, connection              *prometheus.Desc
 	logStart, logEnd, hw, lag, lagSeconds                *prometheus.Desc
 	leaderEpoch, localEpoch, leaderID, state, reconciled *prometheus.Desc
 	storeBytes, storeSegments                            *prometheus.Desc
@@ -266,6 +277,7 @@ func newCollector(opts Options) *collector {
 		caughtUp:      map[string]time.Time{},
 		buildInfo:     d("build_info", "Always 1; labels name the build.", "version", "go_version", "franz_go_version"),
 		ready:         d("ready", "1 when /readyz is: metadata loaded and every followed partition reconciled at least once."),
+		connection:    d("cluster_connection_state", "1 for the state of the connection to the cluster (connecting: no bootstrap server has answered yet; connected), 0 for the other.", "state"),
 		lostFound:     d("lost_found_bytes", "Bytes kept in lost+found: batches truncated away, kept for inspection."),
 		logStart:      d("partition_log_start_offset", "First offset of the local copy.", tp...),
 		logEnd:        d("partition_log_end_offset", "Next offset the local copy will hold (log end offset).", tp...),
@@ -283,7 +295,7 @@ func newCollector(opts Options) *collector {
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.buildInfo, c.ready, c.lostFound, c.logStart, c.logEnd, c.hw, c.lag, c.lagSeconds,
+	for _, d := range []*prometheus.Desc{c.buildInfo, c.ready, c.connection, c.lostFound, c.logStart, c.logEnd, c.hw, c.lag, c.lagSeconds,
 		c.leaderEpoch, c.localEpoch, c.leaderID, c.state, c.reconciled, c.storeBytes, c.storeSegments} {
 		ch <- d
 	}
@@ -296,6 +308,12 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.buildInfo, 1, c.opts.Version, c.opts.GoVersion, c.opts.FranzGoVersion)
 	if c.opts.Ready != nil {
 		gauge(c.ready, b2f(c.opts.Ready()))
+	}
+	if c.opts.Connection != nil {
+		cur := c.opts.Connection()
+		for _, s := range ConnectionStates {
+			gauge(c.connection, b2f(s == cur), s)
+		}
 	}
 	if c.opts.LostFoundBytes != nil {
 		if n, err := c.opts.LostFoundBytes(); err == nil {

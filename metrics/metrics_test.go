@@ -39,6 +39,7 @@ func newTest(t *testing.T) (*prometheus.Registry, *Metrics, *fakeSource, *time.T
 	m := New(reg, Options{
 		Partitions:     src.get,
 		Ready:          func() bool { return true },
+		Connection:     func() string { return "connected" },
 		LostFoundBytes: func() (int64, error) { return 4096, nil },
 		Version:        "v1", GoVersion: "go1.26", FranzGoVersion: "v1.22.3",
 		Now: func() time.Time { return now },
@@ -48,6 +49,21 @@ func newTest(t *testing.T) (*prometheus.Registry, *Metrics, *fakeSource, *time.T
 
 var p0 = Partition{Topic: "t", Partition: 0, State: "fetching", Leader: 2, LeaderEpoch: 5, LocalEpoch: 4,
 	LogStartOffset: 0, LogEndOffset: 90, HighWatermark: 100, Lag: 10, Reconciled: true, SizeBytes: 7000, Segments: 1}
+
+// The connection state is a state set: one series per state, 1 for the
+// current one.
+func TestConnectionState(t *testing.T) {
+	reg, _, _, _ := newTest(t)
+	const want = `
+# HELP kfollower_cluster_connection_state 1 for the state of the connection to the cluster (connecting: no bootstrap server has answered yet; connected), 0 for the other.
+# TYPE kfollower_cluster_connection_state gauge
+kfollower_cluster_connection_state{state="connected"} 1
+kfollower_cluster_connection_state{state="connecting"} 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "kfollower_cluster_connection_state"); err != nil {
+		t.Fatal(err)
+	}
+}
 
 // Per-partition series come from the snapshot at scrape time: a partition
 // that is no longer followed leaves no series behind.
@@ -73,6 +89,7 @@ kfollower_partition_state{partition="0",state="fetching",topic="t"} 1
 kfollower_partition_state{partition="0",state="no-leader",topic="t"} 0
 kfollower_partition_state{partition="0",state="out-of-range",topic="t"} 0
 kfollower_partition_state{partition="0",state="reconciling",topic="t"} 0
+kfollower_partition_state{partition="0",state="stalled",topic="t"} 0
 kfollower_partition_state{partition="0",state="stopped",topic="t"} 0
 kfollower_partition_state{partition="0",state="storage-backoff",topic="t"} 0
 `
@@ -141,10 +158,10 @@ func TestFetcherObserver(t *testing.T) {
 	const want = `
 # HELP kfollower_appended_bytes_total Record batch bytes appended to local logs.
 # TYPE kfollower_appended_bytes_total counter
-kfollower_appended_bytes_total{broker="2"} 800
+kfollower_appended_bytes_total{node_id="2"} 800
 # HELP kfollower_appended_records_total Records appended to local logs.
 # TYPE kfollower_appended_records_total counter
-kfollower_appended_records_total{broker="2"} 30
+kfollower_appended_records_total{node_id="2"} 30
 # HELP kfollower_committed_records_lost_total Committed records the cluster lost: kfollower held them (it only copies below the high watermark) and the current leader does not.
 # TYPE kfollower_committed_records_lost_total counter
 kfollower_committed_records_lost_total{topic="t"} 120
@@ -161,10 +178,10 @@ kfollower_conformance_violations_total{check="undefined_epoch_answer"} 0
 kfollower_fetch_partition_errors_total{error="FENCED_LEADER_EPOCH"} 2
 # HELP kfollower_fetched_bytes_total Record batch bytes received in Fetch responses.
 # TYPE kfollower_fetched_bytes_total counter
-kfollower_fetched_bytes_total{broker="2"} 900
+kfollower_fetched_bytes_total{node_id="2"} 900
 # HELP kfollower_fetched_records_total Records received in Fetch responses, counted from batch headers.
 # TYPE kfollower_fetched_records_total counter
-kfollower_fetched_records_total{broker="2"} 30
+kfollower_fetched_records_total{node_id="2"} 30
 # HELP kfollower_flush_errors_total Failed periodic flushes and local retention runs.
 # TYPE kfollower_flush_errors_total counter
 kfollower_flush_errors_total 1
@@ -187,13 +204,13 @@ kfollower_offsets_for_leader_epoch_requests_total{result="transport_error"} 4
 kfollower_offsets_for_leader_epoch_requests_total{result="undefined"} 1
 # HELP kfollower_request_errors_total Requests that got no response (connection or timeout errors).
 # TYPE kfollower_request_errors_total counter
-kfollower_request_errors_total{api="fetch",broker="2"} 1
-kfollower_request_errors_total{api="offsets_for_leader_epoch",broker="1"} 1
+kfollower_request_errors_total{api="fetch",node_id="2"} 1
+kfollower_request_errors_total{api="offsets_for_leader_epoch",node_id="1"} 1
 # HELP kfollower_requests_total Requests sent to leader brokers (api: fetch, offsets_for_leader_epoch, list_offsets).
 # TYPE kfollower_requests_total counter
-kfollower_requests_total{api="fetch",broker="2"} 2
-kfollower_requests_total{api="list_offsets",broker="1"} 1
-kfollower_requests_total{api="offsets_for_leader_epoch",broker="1"} 2
+kfollower_requests_total{api="fetch",node_id="2"} 2
+kfollower_requests_total{api="list_offsets",node_id="1"} 1
+kfollower_requests_total{api="offsets_for_leader_epoch",node_id="1"} 2
 # HELP kfollower_retention_gap_offsets_total Offsets never copied because the cluster deleted them first.
 # TYPE kfollower_retention_gap_offsets_total counter
 kfollower_retention_gap_offsets_total{topic="t"} 30

@@ -21,19 +21,6 @@ func NewFetcherObserver(m *Metrics) fetcher.Observer {
 	return fetcherObserver{m}
 }
 
-// apiLabel is the api label of a request's series.
-func apiLabel(k kmsg.Key) string {
-	switch k {
-	case kmsg.Fetch:
-		return "fetch"
-	case kmsg.OffsetForLeaderEpoch:
-		return "offsets_for_leader_epoch"
-	case kmsg.ListOffsets:
-		return "list_offsets"
-	}
-	return k.Name()
-}
-
 // Followed creates topic's counters at zero: the counters of truncations
 // (each cause), records and bytes truncated, records lost, gaps, leader
 // changes and local retention. An alert on increase() of a series that
@@ -43,7 +30,7 @@ func apiLabel(k kmsg.Key) string {
 func (o fetcherObserver) Followed(topic string) { o.m.followed(topic) }
 
 func (o fetcherObserver) RequestDone(s fetcher.RequestStats) {
-	o.m.request(s.Broker, apiLabel(s.Key), s.Latency, s.Err)
+	o.m.request(s.Broker, fetcher.APIName(s.Key), s.Latency, s.Err)
 	switch s.Key {
 	case kmsg.Fetch:
 		if s.Err == nil {

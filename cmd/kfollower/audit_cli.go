@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/kfollower/kfollower/audit"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -25,9 +27,13 @@ import (
 // and --data-dir are run's own (same names, help and KFOLLOWER_* variables),
 // borrowed from its flag set so they cannot drift apart.
 type auditCLI struct {
-	name       string
-	cfg        *config
-	fs         *flag.FlagSet
+	name           string
+	cfg            *config
+	fs             *flag.FlagSet
+	stdout, stderr io.Writer
+	// doc is the help above the flags; its first paragraph, the synopsis,
+	// is all of it a mistake prints.
+	doc        string
 	json       bool
 	topics     listFlag
 	partitions listFlag
@@ -36,10 +42,11 @@ type auditCLI struct {
 var connectionFlags = []string{"bootstrap-servers", "tls", "tls-ca", "tls-cert", "tls-key", "tls-server-name",
 	"tls-insecure-skip-verify", "sasl-mechanism", "sasl-username", "sasl-password", "sasl-password-file"}
 
-func newAuditCLI(name string, stderr io.Writer, cluster bool) *auditCLI {
-	a := &auditCLI{name: name, cfg: defaultConfig()}
-	a.fs = flag.NewFlagSet("kfollower "+name, flag.ContinueOnError)
-	a.fs.SetOutput(stderr)
+// newAuditCLI makes a command's flag set; topicHelp is --topic's help
+// (what it defaults to differs by command).
+func newAuditCLI(name string, stdout, stderr io.Writer, cluster bool, topicHelp string) *auditCLI {
+	a := &auditCLI{name: name, cfg: defaultConfig(), stdout: stdout, stderr: stderr}
+	a.fs = quiet(flag.NewFlagSet("kfollower "+name, flag.ContinueOnError))
 	run := a.cfg.flags(io.Discard)
 	names := []string{"data-dir"}
 	if cluster {
@@ -54,26 +61,48 @@ func newAuditCLI(name string, stderr io.Writer, cluster bool) *auditCLI {
 		}
 		a.fs.Var(f.Value, f.Name, usage)
 	}
+	if cluster {
+		alias(a.fs, "bootstrap-server", "bootstrap-servers")
+	}
 	a.fs.BoolVar(&a.json, "json", false, "print the report as JSON instead of a table")
-	a.fs.Var(&a.topics, "topic", "comma-separated `topics` to look at (default: all)")
+	a.fs.Var(&a.topics, "topic", topicHelp)
+	alias(a.fs, "topics", "topic") // run's spelling
 	a.fs.Var(&a.partitions, "partition", "comma-separated partition `numbers` to look at (default: all)")
 	return a
 }
 
+// usage prints the whole help: the command's doc, then its flags.
+func (a *auditCLI) usage(w io.Writer) {
+	io.WriteString(w, a.doc)
+	io.WriteString(w, "\nFlags:\n")
+	printFlags(w, a.fs)
+}
+
+// shortUsage is what a mistake prints after its message: the synopsis and
+// where the rest is.
+func (a *auditCLI) shortUsage(w io.Writer) {
+	synopsis, _, _ := strings.Cut(a.doc, "\n\n")
+	fmt.Fprintf(w, "%s\nRun 'kfollower %s --help' for every flag and an example.\n", synopsis, a.name)
+}
+
 // parse parses args, then fills flags not given from KFOLLOWER_* variables
 // (flags win over the environment, as for run). It returns the exit code
-// to end with, or -1 to go on.
+// to end with, or -1 to go on. Help goes to stdout.
 func (a *auditCLI) parse(args []string, getenv func(string) string) int {
 	if err := a.fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			a.usage(a.stdout)
 			return exitOK
 		}
-		return exitUsage
+		return a.fail(usageError{flagError(a.fs, err)})
 	}
 	set := map[string]bool{}
 	a.fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	var envErr error
 	a.fs.VisitAll(func(f *flag.Flag) {
+		if _, isAlias := f.Value.(aliasValue); isAlias {
+			return
+		}
 		if v := getenv(envName(f.Name)); v != "" && !set[f.Name] && envErr == nil {
 			if err := a.fs.Set(f.Name, v); err != nil {
 				envErr = fmt.Errorf("invalid value %q for %s: %v", v, envName(f.Name), err)
@@ -81,12 +110,10 @@ func (a *auditCLI) parse(args []string, getenv func(string) string) int {
 		}
 	})
 	if envErr != nil {
-		fmt.Fprintf(a.fs.Output(), "kfollower %s: %v\n", a.name, envErr)
-		return exitUsage
+		return a.fail(usageError{envErr})
 	}
 	if a.fs.NArg() > 0 {
-		fmt.Fprintf(a.fs.Output(), "kfollower %s: unexpected arguments %q\n", a.name, a.fs.Args())
-		return exitUsage
+		return a.fail(usageErrorf("unexpected arguments %q", a.fs.Args()))
 	}
 	return -1
 }
@@ -148,6 +175,35 @@ func (a *auditCLI) client() (*kgo.Client, error) {
 	return cl, nil
 }
 
+// connect makes the client and asks the cluster for its brokers, so an
+// unreachable cluster is an error (exit 2) before any report can read as
+// "all match" for having asked nothing.
+func (a *auditCLI) connect(ctx context.Context) (*kgo.Client, error) {
+	cl, err := a.client()
+	if err != nil {
+		return nil, err
+	}
+	pctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if err := cl.Ping(pctx); err != nil {
+		cl.Close()
+		return nil, fmt.Errorf("cluster at %s unreachable: %s", a.cfg.Bootstrap.String(), describeDialError(err))
+	}
+	return cl, nil
+}
+
+// isDir checks that a data dir given to a reading tool exists.
+func isDir(dir string) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("data dir %s: %w", dir, err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("data dir %s is not a directory", dir)
+	}
+	return nil
+}
+
 // usageErrorf is a bad command line: fail prints the command's usage
 // after it.
 func usageErrorf(format string, args ...any) error {
@@ -158,10 +214,10 @@ func usageErrorf(format string, args ...any) error {
 // command's own checks, or an audit.UsageError), and returns its exit code:
 // 2, usage or connection errors, for every tool (audit.ExitCodeFor).
 func (a *auditCLI) fail(err error) int {
-	fmt.Fprintf(a.fs.Output(), "kfollower %s: %v\n", a.name, err)
+	fmt.Fprintf(a.stderr, "kfollower %s: %v\n", a.name, err)
 	var ue *audit.UsageError
 	if errors.As(err, &ue) || errors.As(err, new(usageError)) {
-		a.fs.Usage()
+		a.shortUsage(a.stderr)
 	}
 	return audit.ExitCodeFor(err)
 }

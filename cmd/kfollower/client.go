@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -79,34 +80,66 @@ func saslOpt(mechanism, user, password string) kgo.Opt {
 	return kgo.SASL(m)
 }
 
+// answerTimeout is how long a server that accepted our connection has to
+// answer ApiVersions. A Kafka broker answers at once (it is the first
+// request of every client, KIP-35); an HTTP server waits for a request
+// line that never comes.
+const answerTimeout = 5 * time.Second
+
 // probeCluster sends ApiVersions to the bootstrap servers until one answers.
-// Unreachable servers are retried with backoff and logged; any other
-// failure means the address is not a Kafka broker or refuses our TLS or SASL
-// settings, which retrying will not fix.
-func probeCluster(ctx context.Context, client *kgo.Client, bootstrap []string, logger *slog.Logger) error {
+// Unreachable servers (refused, no route, a name that does not resolve)
+// are retried with backoff and logged, and onWait told why; a server that
+// accepts the connection but answers not as Kafka, or not within
+// answerTimeout, is not a Kafka broker or refuses our TLS or SASL settings,
+// which retrying will not fix.
+func probeCluster(ctx context.Context, client *kgo.Client, bootstrap []string, logger *slog.Logger, onWait func(reason string)) error {
 	backoff := 500 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		var unreachable []error
+		var unreachable, notKafka []string
 		for i, b := range client.SeedBrokers() {
-			rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+			addr := "?"
+			if i < len(bootstrap) {
+				addr = bootstrap[i]
+			}
+			// Our own dial first tells a server that is not there from
+			// one that is there and silent: kgo's answer to both is a
+			// deadline.
+			if err := dialOnce(ctx, addr); err != nil {
+				if ctx.Err() != nil {
+					return nil // shutting down before we started
+				}
+				unreachable = append(unreachable, addr+": "+describeDialError(err))
+				continue
+			}
+			rctx, cancel := context.WithTimeout(ctx, answerTimeout)
 			_, err := b.Request(rctx, kmsg.NewPtrApiVersionsRequest())
 			cancel()
 			if err == nil {
 				return nil
 			}
 			if ctx.Err() != nil {
-				return nil // shutting down before we started
+				return nil
 			}
-			addr := "?"
-			if i < len(bootstrap) {
-				addr = bootstrap[i]
+			if isUnreachable(err) && !errors.Is(err, context.DeadlineExceeded) && !isReadTimeout(err) {
+				// It went away between our dial and kgo's.
+				unreachable = append(unreachable, addr+": "+describeDialError(err))
+				continue
 			}
-			if !isUnreachable(err) {
-				return fmt.Errorf("bootstrap server %s does not answer as a Kafka broker (wrong address or port, or TLS/SASL settings the broker refuses): %w", addr, err)
+			seen := err.Error()
+			if errors.Is(err, context.DeadlineExceeded) || isReadTimeout(err) {
+				seen = fmt.Sprintf("it accepted the TCP connection but sent no reply to ApiVersions within %v (an HTTP or other server waiting for its own protocol, a TLS port dialled without --tls, or a hung broker)", answerTimeout)
 			}
-			unreachable = append(unreachable, fmt.Errorf("%s: %w", addr, err))
+			notKafka = append(notKafka, fmt.Sprintf("bootstrap server %s does not answer as a Kafka broker (wrong address or port, or TLS/SASL settings the broker refuses): %s", addr, seen))
 		}
-		logger.Warn("no bootstrap server reachable; retrying", "attempt", attempt, "retry_in", backoff, "err", errors.Join(unreachable...))
+		if len(notKafka) > 0 {
+			// Some server answered wrongly and none answered right.
+			return errors.New(strings.Join(notKafka, "; "))
+		}
+		reason := strings.Join(unreachable, "; ")
+		if onWait != nil {
+			onWait("no bootstrap server reachable: " + reason)
+		}
+		logger.Warn("no bootstrap server reachable; retrying", "attempt", attempt, "retry_in", backoff, "err", reason)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -114,6 +147,36 @@ func probeCluster(ctx context.Context, client *kgo.Client, bootstrap []string, l
 		}
 		backoff = min(2*backoff, 30*time.Second)
 	}
+}
+
+// dialOnce opens and closes a TCP connection to addr, as kgo would dial it.
+func dialOnce(ctx context.Context, addr string) error {
+	d := net.Dialer{Timeout: 10 * time.Second}
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	return c.Close()
+}
+
+// describeDialError says what failed to reach a server, naming a host name
+// that does not resolve as such (a typo is the usual cause).
+func describeDialError(err error) string {
+	var de *net.DNSError
+	if errors.As(err, &de) && de.IsNotFound {
+		return fmt.Sprintf("no such host %q (the name does not resolve: a typo, or DNS not ready yet)", de.Name)
+	}
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Op == "dial" && oe.Err != nil {
+		return oe.Err.Error() // "connect: connection refused"; the caller names the address
+	}
+	return err.Error()
+}
+
+// isReadTimeout reports a read that timed out on an open connection.
+func isReadTimeout(err error) bool {
+	var oe *net.OpError
+	return errors.As(err, &oe) && oe.Op == "read" && oe.Timeout()
 }
 
 // isUnreachable reports a network failure to reach a server, as opposed to

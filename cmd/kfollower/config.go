@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"regexp"
 	"strconv"
@@ -48,6 +49,7 @@ type config struct {
 
 	MetadataInterval time.Duration
 	ProgressInterval time.Duration
+	StallAfter       time.Duration
 	LogLevel         string
 	LogFormat        string
 
@@ -133,8 +135,13 @@ func parseSize(v string) (int64, error) {
 
 func defaultConfig() *config {
 	return &config{
-		DataDir:          "data",
-		HTTP:             ":9644",
+		DataDir: "data",
+		// 7644: outside Prometheus's exporter range (9100-9999, all
+		// allocated) and clear of the Kafka ecosystem's ports: Kafka
+		// 9092-9094, Redpanda admin 9644, Schema Registry 8081, REST
+		// Proxy 8082, Connect 8083, Control Center 9021, JMX 9999,
+		// jmx_exporter 7071, and the common 8080/9090/9100.
+		HTTP:             ":7644",
 		SASLMechanism:    "none",
 		Flush:            "interval",
 		FlushInterval:    time.Second,
@@ -142,8 +149,16 @@ func defaultConfig() *config {
 		SegmentBytes:     1 << 30,
 		MetadataInterval: 5 * time.Second,
 		ProgressInterval: 10 * time.Second,
-		LogLevel:         "info",
-		LogFormat:        "text",
+		// A leader holds a fetch for at most 500 ms when it has nothing
+		// new (wire.DefaultFetchLimits.MaxWaitMillis, Kafka's
+		// replica.fetch.wait.max.ms), and answers the other requests at
+		// once; kgo gives up on a connection after 10 s plus that wait
+		// (kgo.RequestTimeoutOverhead). 5 s is ten long polls, and shows
+		// a hung leader before kgo's own deadline resets the connection
+		// and the state machine backs off.
+		StallAfter: 5 * time.Second,
+		LogLevel:   "info",
+		LogFormat:  "text",
 	}
 }
 
@@ -174,9 +189,13 @@ func (c *config) flags(out io.Writer) *flag.FlagSet {
 	fs.BoolVar(&c.DiscardOnGap, "discard-on-gap", c.DiscardOnGap, "when the cluster deleted offsets before we copied them, drop our copy and start at the leader's log start, as a Kafka follower does (default: keep it)")
 	fs.DurationVar(&c.MetadataInterval, "metadata-interval", c.MetadataInterval, "how often leaders and new matching topics are looked up")
 	fs.DurationVar(&c.ProgressInterval, "progress-interval", c.ProgressInterval, "how often catch-up progress is logged")
+	fs.DurationVar(&c.StallAfter, "stall-after", c.StallAfter, "a request to a leader in the air longer than this `duration` shows its partition as stalled in /status and kfollower_partition_state (a hung leader; a healthy fetch is answered within 500ms)")
 	fs.Var(enumFlag{&c.LogLevel, []string{"debug", "info", "warn", "error"}}, "log-level", "`level`: debug, info, warn or error")
 	fs.Var(enumFlag{&c.LogFormat, []string{"text", "json"}}, "log-format", "`format` of the log on stderr: text or json")
 	c.serveFlags(fs)
+	// Kafka's tools spell them --bootstrap-server and --topic.
+	alias(fs, "bootstrap-server", "bootstrap-servers")
+	alias(fs, "topic", "topics")
 	return fs
 }
 
@@ -197,12 +216,12 @@ func (e usageError) Unwrap() error { return e.err }
 func loadConfig(args []string, getenv func(string) string, flagOut io.Writer) (*config, error) {
 	// A first pass finds bad flags and the config file before anything else.
 	probe := defaultConfig()
-	pfs := probe.flags(flagOut)
+	pfs := quiet(probe.flags(flagOut))
 	if err := pfs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, err
 		}
-		return nil, usageError{err}
+		return nil, usageError{flagError(pfs, err)}
 	}
 	if pfs.NArg() > 0 {
 		return nil, usageError{fmt.Errorf("unexpected arguments %q (topics go in --topics)", pfs.Args())}
@@ -222,7 +241,7 @@ func loadConfig(args []string, getenv func(string) string, flagOut io.Writer) (*
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
 		v := getenv(envName(f.Name))
-		if v == "" || f.Name == "config" {
+		if _, isAlias := f.Value.(aliasValue); v == "" || f.Name == "config" || isAlias {
 			return
 		}
 		if err := fs.Set(f.Name, v); err != nil && envErr == nil {
@@ -334,8 +353,8 @@ func (c *config) check() error {
 		return usageError{errors.New("--flush-interval must be positive")}
 	case c.SegmentBytes <= 0 || c.SegmentBytes > 1<<31-1:
 		return usageError{errors.New("--segment-bytes must be between 1 and 2147483647")}
-	case c.MetadataInterval <= 0, c.ProgressInterval <= 0:
-		return usageError{errors.New("--metadata-interval and --progress-interval must be positive")}
+	case c.MetadataInterval <= 0, c.ProgressInterval <= 0, c.StallAfter <= 0:
+		return usageError{errors.New("--metadata-interval, --progress-interval and --stall-after must be positive")}
 	case c.SASLPassword != "" && c.SASLPasswordFile != "":
 		return usageError{errors.New("give the SASL password once: --sasl-password (or KFOLLOWER_SASL_PASSWORD) or --sasl-password-file")}
 	case c.SASLMechanism != "none" && c.SASLUser == "":
@@ -346,6 +365,9 @@ func (c *config) check() error {
 	if _, err := topicMatcher(c.Topics); err != nil {
 		return usageError{err}
 	}
+	if err := checkListen("--http-listen", c.HTTP); err != nil {
+		return usageError{err}
+	}
 	if err := c.checkServe(); err != nil {
 		return err // exit 1, as a --http-listen that cannot be bound
 	}
@@ -353,6 +375,20 @@ func (c *config) check() error {
 		if _, port, ok := strings.Cut(b, ":"); !ok || port == "" {
 			return usageError{fmt.Errorf("--bootstrap-servers: %q is not host:port", b)}
 		}
+	}
+	return nil
+}
+
+// checkListen checks a listen address: host:port, the host may be empty
+// (every interface). "9644" alone would make net.Listen fail only after
+// the cluster answered; refused here, up front.
+func checkListen(flagName, addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%s %q: want host:port or :port (e.g. :%s): %v", flagName, addr, strings.TrimPrefix(addr, ":"), err)
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return fmt.Errorf("%s %q: bad port %q", flagName, addr, port)
 	}
 	return nil
 }

@@ -46,7 +46,7 @@ log-format: json
 	if cfg.FlushInterval != 7*time.Second || cfg.LogFormat != "json" {
 		t.Errorf("flags over env: flush interval %v, log format %q", cfg.FlushInterval, cfg.LogFormat)
 	}
-	if cfg.HTTP != ":9644" || cfg.MetadataInterval != 5*time.Second {
+	if cfg.HTTP != ":7644" || cfg.MetadataInterval != 5*time.Second {
 		t.Errorf("defaults: http %q metadata interval %v", cfg.HTTP, cfg.MetadataInterval)
 	}
 	if err := cfg.check(); err != nil {

@@ -433,8 +433,19 @@ func waitStatuses(t *testing.T, d *daemon, what string, cond func([]fetcher.Stat
 	t.Helper()
 	d.waitHTTP(t, "/status", what, 120*time.Second, func(code int, body string) bool {
 		var doc statusDoc
-		return code == 200 && json.Unmarshal([]byte(body), &doc) == nil && cond(doc.Partitions)
+		return code == 200 && json.Unmarshal([]byte(body), &doc) == nil && cond(fetcherStatuses(doc.Partitions))
 	})
+}
+
+// fetcherStatuses is /status's partitions as fetcher.Status, with the
+// state /status shows (stalled included).
+func fetcherStatuses(ps []partitionStatus) []fetcher.Status {
+	out := make([]fetcher.Status, len(ps))
+	for i, p := range ps {
+		out[i] = p.Status
+		out[i].State = p.State
+	}
+	return out
 }
 
 // waitStatus polls /status until topic-p meets cond.
@@ -446,7 +457,7 @@ func waitStatus(t *testing.T, d *daemon, topic string, p int32, what string, con
 		if code != 200 || json.Unmarshal([]byte(body), &doc) != nil {
 			return false
 		}
-		for _, s := range doc.Partitions {
+		for _, s := range fetcherStatuses(doc.Partitions) {
 			if s.Topic == topic && s.Partition == p && cond(s) {
 				got = s
 				return true

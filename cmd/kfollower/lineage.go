@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 
 	"github.com/kfollower/kfollower/audit"
@@ -13,10 +12,9 @@ func init() {
 }
 
 func runLineage(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	a := newAuditCLI("lineage", stderr, true)
+	a := newAuditCLI("lineage", stdout, stderr, true, "comma-separated `topics` whose leaders to walk (required)")
 	local := a.fs.Bool("local", true, "show the local sequence from --data-dir beside the leader's")
-	a.fs.Usage = func() {
-		fmt.Fprint(stderr, `Usage: kfollower lineage --bootstrap-servers host:port --topic T [--partition P] [flags]
+	a.doc = `Usage: kfollower lineage --bootstrap-servers host:port --topic T [--partition P] [flags]
 
 Reconstructs each leader's leader-epoch sequence from the outside, by a walk
 of OffsetsForLeaderEpoch queries from the current epoch down to the first
@@ -28,11 +26,7 @@ parts, 2 usage or connection errors.
 
 Example:
   kfollower lineage --bootstrap-servers kafka:9092 --topic orders --partition 0
-
-Flags:
-`)
-		a.fs.PrintDefaults()
-	}
+`
 	parts, code := a.start(args)
 	if code >= 0 {
 		return code
@@ -40,7 +34,7 @@ Flags:
 	if len(a.topics) == 0 {
 		return a.fail(usageErrorf("--topic is required"))
 	}
-	cl, err := a.client()
+	cl, err := a.connect(ctx)
 	if err != nil {
 		return a.fail(err)
 	}

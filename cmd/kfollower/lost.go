@@ -59,11 +59,8 @@ Run 'kfollower lost list --help' or 'kfollower lost replay --help' for flags.
 var errNoLostDataDir = usageErrorf("lost: no data dir")
 
 func runLostList(args []string, stdout, stderr io.Writer) int {
-	a := newAuditCLI("lost list", stderr, false)
-	a.fs.Usage = func() {
-		fmt.Fprint(stderr, "Usage: kfollower lost list --data-dir DIR [--topic T] [--partition P] [--json]\n\nExample:\n  kfollower lost list --data-dir /var/lib/kfollower\n\nFlags:\n")
-		a.fs.PrintDefaults()
-	}
+	a := newAuditCLI("lost list", stdout, stderr, false, "comma-separated `topics` whose events to list (default: all)")
+	a.doc = "Usage: kfollower lost list --data-dir DIR [--topic T] [--partition P] [--json]\n\nExample:\n  kfollower lost list --data-dir /var/lib/kfollower\n"
 	parts, code := a.start(args)
 	if code >= 0 {
 		return code
@@ -71,24 +68,30 @@ func runLostList(args []string, stdout, stderr io.Writer) int {
 	if a.cfg.DataDir == "" {
 		return a.fail(errNoLostDataDir)
 	}
+	// lostfound.List takes a data dir without lost+found as one that
+	// lost nothing; one that does not exist at all is a mistake (a typo,
+	// the wrong host), not reassurance.
+	if err := isDir(a.cfg.DataDir); err != nil {
+		return a.fail(err)
+	}
 	rep, err := lostfound.List(lostfound.ListOptions{DataDir: a.cfg.DataDir, Topics: a.topics, Partitions: parts})
 	if err != nil {
 		return a.fail(err)
+	}
+	if rep.Events == nil {
+		rep.Events = []lostfound.Event{} // "events": [], not null
 	}
 	return a.print(stdout, rep)
 }
 
 func runLostReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	a := newAuditCLI("lost replay", stderr, true)
+	a := newAuditCLI("lost replay", stdout, stderr, true, "comma-separated `topics` whose events to replay (default: all)")
 	to := a.fs.String("to-topic", "", "existing `topic` to produce the lost records to (required)")
 	dry := a.fs.Bool("dry-run", false, "decide everything, produce nothing")
 	undecided := a.fs.Bool("include-undecided", false, "also replay transactional records whose commit or abort is not in the lost range")
 	var causes listFlag
 	a.fs.Var(&causes, "include-cause", "comma-separated lost.json `causes` that are not cluster loss to replay too (discarded-on-gap), or all (default: cluster loss only)")
-	a.fs.Usage = func() {
-		fmt.Fprint(stderr, "Usage: kfollower lost replay --bootstrap-servers host:port --data-dir DIR --to-topic X [--dry-run] [flags]\n\nExample:\n  kfollower lost replay --bootstrap-servers kafka:9092 --data-dir /var/lib/kfollower --to-topic orders-restored --dry-run\n\nFlags:\n")
-		a.fs.PrintDefaults()
-	}
+	a.doc = "Usage: kfollower lost replay --bootstrap-servers host:port --data-dir DIR --to-topic X [--dry-run] [flags]\n\nExample:\n  kfollower lost replay --bootstrap-servers kafka:9092 --data-dir /var/lib/kfollower --to-topic orders-restored --dry-run\n"
 	parts, code := a.start(args)
 	if code >= 0 {
 		return code
@@ -96,14 +99,17 @@ func runLostReplay(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if *to == "" {
 		return a.fail(usageErrorf("--to-topic is required"))
 	}
-	cl, err := a.client()
+	if a.cfg.DataDir == "" {
+		return a.fail(errNoLostDataDir)
+	}
+	if err := isDir(a.cfg.DataDir); err != nil {
+		return a.fail(err)
+	}
+	cl, err := a.connect(ctx)
 	if err != nil {
 		return a.fail(err)
 	}
 	defer cl.Close()
-	if a.cfg.DataDir == "" {
-		return a.fail(errNoLostDataDir)
-	}
 	rep, err := lostfound.Replay(ctx, lostfound.ReplayOptions{Client: cl, DataDir: a.cfg.DataDir, Topics: a.topics, Partitions: parts,
 		ToTopic: *to, DryRun: *dry, IncludeUndecided: *undecided, IncludeCauses: causes})
 	if err != nil {

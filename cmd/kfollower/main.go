@@ -69,14 +69,34 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer, onSt
 	case "-h", "-help", "--help", "help":
 		usage(stdout)
 		return exitOK
+	case "--version", "-version", "-V":
+		return runVersion(ctx, nil, stdout, stderr)
 	}
 	c, ok := commands[args[0]]
 	if !ok {
-		fmt.Fprintf(stderr, "kfollower: unknown command %q\n\n", args[0])
-		usage(stderr)
+		fmt.Fprintf(stderr, "kfollower: unknown command %q", args[0])
+		if near := nearestCommand(args[0]); near != "" {
+			fmt.Fprintf(stderr, "; did you mean %q?", near)
+		}
+		fmt.Fprint(stderr, "\nUsage: kfollower <command> [flags]\nRun 'kfollower --help' for the commands.\n")
 		return exitUsage
 	}
 	return c.run(ctx, args[1:], stdout, stderr)
+}
+
+// nearestCommand is the command closest to name, if close enough to be a
+// typo of it.
+func nearestCommand(name string) string {
+	best, bestD := "", 0
+	for n := range commands {
+		if d := editDistance(name, n); best == "" || d < bestD || d == bestD && n < best {
+			best, bestD = n, d
+		}
+	}
+	if bestD > max(1, len(name)/3) {
+		return ""
+	}
+	return best
 }
 
 func usage(w io.Writer) {
@@ -91,6 +111,6 @@ func usage(w io.Writer) {
 	for _, n := range names {
 		fmt.Fprintf(&b, "  %-10s %s\n", n, commands[n].summary)
 	}
-	b.WriteString("\nRun 'kfollower <command> --help' for a command's flags and examples.\n")
+	b.WriteString("\nRun 'kfollower <command> --help' for a command's flags and examples; 'kfollower --version' for the version.\n")
 	io.WriteString(w, b.String())
 }

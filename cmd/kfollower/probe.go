@@ -18,11 +18,10 @@ func init() {
 // every applicable check passed, 1 one failed, 2 usage or connection
 // errors). The connection flags are the audit commands' (newAuditCLI).
 func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	a := newAuditCLI("probe", stderr, true)
+	a := newAuditCLI("probe", stdout, stderr, true, "comma-separated `topics` to probe (required without --scenario)")
 	scenario := a.fs.String("scenario", "", "`name` of a scenario that writes: \"failover\" creates --scratch-topic, moves its leadership and probes after every move, then deletes it (needs admin rights)")
 	scratch := a.fs.String("scratch-topic", "", "`topic` the failover scenario creates, uses and deletes; it must not exist")
-	a.fs.Usage = func() {
-		fmt.Fprint(stderr, `Usage: kfollower probe --bootstrap-servers host:port --topic T [--partition P] [flags]
+	a.doc = `Usage: kfollower probe --bootstrap-servers host:port --topic T [--partition P] [flags]
        kfollower probe --bootstrap-servers host:port --scenario failover --scratch-topic NAME [flags]
 
 Asks each partition's leader the leader-epoch questions whose answers
@@ -52,10 +51,8 @@ Examples:
   kfollower probe --bootstrap-servers kafka:9092 --topic orders
   kfollower probe --bootstrap-servers kafka:9092 --scenario failover --scratch-topic probe-scratch --json
 
-Flags (--data-dir is not used):
-`)
-		a.fs.PrintDefaults()
-	}
+(--data-dir is not used.)
+`
 	parts, code := a.start(args)
 	if code >= 0 {
 		return code
@@ -72,7 +69,7 @@ Flags (--data-dir is not used):
 	case *scenario == "" && len(a.topics) == 0:
 		return a.fail(&audit.UsageError{Msg: "--topic is required"})
 	}
-	cl, err := a.client()
+	cl, err := a.connect(ctx)
 	if err != nil {
 		return a.fail(err)
 	}

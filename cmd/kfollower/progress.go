@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kfollower/kfollower/fetcher"
+	"github.com/kfollower/kfollower/follower"
 	"github.com/kfollower/kfollower/wire"
 )
 
@@ -38,7 +39,7 @@ func (p *progress) Appended(_ int32, _ wire.TopicPartition, bytes, records int64
 
 // loop samples every second (observe keeps lag-in-seconds fresh) and logs
 // every interval until ctx ends.
-func (p *progress) loop(ctx context.Context, interval time.Duration, statuses func() []fetcher.Status, observe func()) {
+func (p *progress) loop(ctx context.Context, interval time.Duration, statuses func() []partitionStatus, observe func()) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	p.last = time.Now()
@@ -55,18 +56,26 @@ func (p *progress) loop(ctx context.Context, interval time.Duration, statuses fu
 	}
 }
 
-func (p *progress) report(now time.Time, ss []fetcher.Status) {
+// report logs one line. Only a partition that is fetching, with no lag,
+// counts as caught up: one with no leader, reconciling, backing off or
+// stalled has not caught up with anything, whatever its last lag was.
+func (p *progress) report(now time.Time, ss []partitionStatus) {
 	p.mu.Lock()
 	bytes, records := p.bytes, p.records
 	p.bytes, p.records = 0, 0
 	p.mu.Unlock()
 	secs := now.Sub(p.last).Seconds()
 	p.last = now
-	var caught int
+	var caught, noLeader, stalled int
 	var lag int64
 	for _, s := range ss {
-		if s.HighWatermark >= 0 && s.Lag == 0 {
+		switch {
+		case s.State == "fetching" && s.HighWatermark >= 0 && s.Lag == 0:
 			caught++
+		case s.State == follower.StateNoLeader.String():
+			noLeader++
+		case s.State == "stalled":
+			stalled++
 		}
 		lag += s.Lag
 	}
@@ -79,11 +88,18 @@ func (p *progress) report(now time.Time, ss []fetcher.Status) {
 		return // idle and caught up: nothing worth a line
 	}
 	rate := float64(records) / secs
-	args := []any{"caught_up", caught, "partitions", len(ss), "lag_records", lag,
-		"mb_per_s", strconv.FormatFloat(float64(bytes)/secs/1e6, 'g', 3, 64), "records_per_s", int64(rate)}
+	// mb_per_s is a number, as records_per_s, rounded to 3 significant
+	// digits.
+	mbps, _ := strconv.ParseFloat(strconv.FormatFloat(float64(bytes)/secs/1e6, 'g', 3, 64), 64)
+	args := []any{"caught_up", caught, "partitions", len(ss), "no_leader", noLeader, "stalled", stalled, "lag_records", lag,
+		"mb_per_s", mbps, "records_per_s", int64(rate)}
 	switch {
 	case all:
 		p.logger.Info("caught up with every leader", args...)
+	case caught+noLeader == len(ss):
+		p.logger.Warn("caught up with every leader there is; some partitions have no leader", args...)
+	case stalled > 0:
+		p.logger.Warn("catching up; some leaders do not answer (stalled)", append(args, "eta", "unknown")...)
 	case rate > 0:
 		eta := time.Duration(float64(lag) / rate * float64(time.Second)).Round(time.Second)
 		p.logger.Info("catching up", append(args, "eta", eta.String())...)

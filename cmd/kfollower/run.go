@@ -51,15 +51,20 @@ A config file holds the same names as keys:
   data-dir: /var/lib/kfollower
   retention-bytes: 50GiB
 
-HTTP: /metrics (Prometheus), /healthz (alive), /readyz (metadata loaded and
-every followed partition reconciled once), /status (JSON per partition).
+HTTP, up before the cluster is asked anything: /metrics (Prometheus),
+/healthz (alive), /readyz (metadata loaded and every followed partition
+reconciled once; why not, if not), /status (JSON per partition, with totals;
+'kfollower status' prints it as a table).
 Exit status: 0 after SIGINT/SIGTERM, 1 on an error, 2 on a bad command line.
 `
 
+// runSynopsis is the first line of run's help, and all of it that a
+// mistake on the command line prints.
+const runSynopsis = "Usage: kfollower run --bootstrap-servers host:port,... --topics list [--data-dir DIR] [flags]\n"
+
 func runUsage(fs *flag.FlagSet, w io.Writer) {
-	fmt.Fprintf(w, "Usage: kfollower run [flags]\n\nFollows the selected topics of a Kafka cluster into a local copy in Kafka's own\nformat, reconciles with every new leader (KIP-101/KIP-279), and reports committed\ndata the cluster lost.\n\nFlags (each also KFOLLOWER_<NAME> in the environment, NAME upper case with _ for -):\n")
-	fs.SetOutput(w)
-	fs.PrintDefaults()
+	fmt.Fprintf(w, runSynopsis+"\nFollows the selected topics of a Kafka cluster into a local copy in Kafka's own\nformat, reconciles with every new leader (KIP-101/KIP-279), and reports committed\ndata the cluster lost.\n\nFlags (each also KFOLLOWER_<NAME> in the environment, NAME upper case with _ for -):\n")
+	printFlags(w, fs)
 	io.WriteString(w, runExamples)
 }
 
@@ -74,8 +79,7 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	var ue usageError
 	if errors.As(err, &ue) {
-		fmt.Fprintf(stderr, "kfollower run: %v\n\n", err)
-		runUsage(defaultConfig().flags(stderr), stderr)
+		fmt.Fprintf(stderr, "kfollower run: %v\n%sRun 'kfollower run --help' for every flag.\n", err, runSynopsis)
 		return exitUsage
 	}
 	if err != nil {
@@ -93,16 +97,41 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 func newLogger(cfg *config, w io.Writer) *slog.Logger {
 	var lvl slog.Level
 	_ = lvl.UnmarshalText([]byte(cfg.LogLevel))
-	opts := &slog.HandlerOptions{Level: lvl}
+	opts := &slog.HandlerOptions{Level: lvl, ReplaceAttr: logValue}
 	if cfg.LogFormat == "json" {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
+// logValue keeps log fields one-line and readable whatever the format: a
+// duration as its string ("500ms"; JSON would print nanoseconds), and an
+// error of several (errors.Join, one per line) with "; " between them, so
+// a JSON field or a text line holds no newline.
+func logValue(_ []string, a slog.Attr) slog.Attr {
+	v := a.Value.Resolve()
+	switch v.Kind() {
+	case slog.KindDuration:
+		return slog.String(a.Key, v.Duration().String())
+	case slog.KindString:
+		if s := v.String(); strings.Contains(s, "\n") {
+			return slog.String(a.Key, oneLine(s))
+		}
+	case slog.KindAny:
+		if err, ok := v.Any().(error); ok && strings.Contains(err.Error(), "\n") {
+			return slog.String(a.Key, oneLine(err.Error()))
+		}
+	}
+	return a
+}
+
+func oneLine(s string) string {
+	return strings.Join(strings.FieldsFunc(s, func(r rune) bool { return r == '\n' || r == '\r' }), "; ")
+}
+
 // run is the daemon: it checks everything it can before it writes anything,
 // then locks the data dir, serves HTTP and follows until ctx ends.
-func run(ctx context.Context, cfg *config, logger *slog.Logger) error {
+func run(ctx context.Context, cfg *config, logger *slog.Logger) (runErr error) {
 	follow, err := topicMatcher(cfg.Topics)
 	if err != nil {
 		return err
@@ -129,6 +158,18 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) error {
 		opts = append(opts, saslOpt(cfg.SASLMechanism, cfg.SASLUser, password))
 	}
 
+	// The HTTP listener comes first, before the cluster is asked
+	// anything: /healthz answers, /readyz says why it is not ready and
+	// /metrics exports the connection state from the first second. It
+	// comes before the data dir is created, so a busy port leaves
+	// nothing behind either.
+	ln, err := net.Listen("tcp", cfg.HTTP)
+	if err != nil {
+		return fmt.Errorf("listening for HTTP on %s: %w", cfg.HTTP, err)
+	}
+	st := newDaemonState(cfg.StallAfter)
+	var ep *endpoint // set before the fetcher runs, read by its Changed
+
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// kgo's metrics get a registry of their own, exposed without kprom's
@@ -141,6 +182,34 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) error {
 	// --serve-groups' upstream clients: the same cluster and credentials,
 	// without kgo's metrics hooks (one kprom per client).
 	upstreamOpts := append(slices.Clone(opts), kgo.WithLogger(kgoLogger{logger.With("component", "groups")}))
+	kfVersion, franzVersion := buildVersions()
+	m := metrics.New(reg, metrics.Options{
+		Partitions: st.metricsPartitions,
+		Ready:      func() bool { ok, _ := st.ready(); return ok },
+		Connection: st.connection,
+		LostFoundBytes: func() (int64, error) {
+			return dirSize(lostFoundRoot(cfg.DataDir))
+		},
+		Version: kfVersion, GoVersion: runtime.Version(), FranzGoVersion: franzVersion,
+	})
+	srv := &http.Server{Handler: newMux(gatherer, st), ReadHeaderTimeout: 5 * time.Second}
+	httpDone := make(chan error, 1)
+	go func() { httpDone <- srv.Serve(ln) }()
+	// However run ends, the HTTP server ends with it and its error, if
+	// any, is run's when nothing else went wrong first.
+	defer func() {
+		shutCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(shutCtx); err != nil {
+			srv.Close()
+		}
+		if err := <-httpDone; err != nil && !errors.Is(err, http.ErrServerClosed) && runErr == nil {
+			runErr = fmt.Errorf("HTTP server: %w", err)
+		}
+	}()
+	logger.Info("kfollower started", "version", kfVersion, "bootstrap", cfg.Bootstrap.String(), "topics", cfg.Topics.String(),
+		"data_dir", cfg.DataDir, "http", ln.Addr().String())
+
 	opts = append(opts, kgo.WithHooks(kp), kgo.WithLogger(kgoLogger{logger}))
 	client, err := kgo.NewClient(opts...)
 	if err != nil {
@@ -150,56 +219,33 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) error {
 	// A cluster that answers but is not Kafka, or refuses our TLS or SASL,
 	// is a configuration error: stop before writing anything. A cluster
 	// that cannot be reached yet is waited for.
-	if err := probeCluster(ctx, client, cfg.Bootstrap, logger); err != nil {
+	if err := probeCluster(ctx, client, cfg.Bootstrap, logger, st.setWaiting); err != nil {
 		return err
 	}
 	if ctx.Err() != nil {
 		return nil
 	}
 
-	// Listening comes before the data dir is created, so a busy port
-	// leaves nothing behind either.
-	ln, err := net.Listen("tcp", cfg.HTTP)
-	if err != nil {
-		return fmt.Errorf("listening for HTTP on %s: %w", cfg.HTTP, err)
-	}
 	serveLn, err := listenServe(cfg)
 	if err != nil {
-		ln.Close()
 		return err
 	}
 	if serveLn != nil {
 		defer serveLn.Close() // Serve closes it too; a second Close is harmless
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
-		ln.Close()
 		return fmt.Errorf("creating data dir %s: %w", cfg.DataDir, err)
 	}
 	unlock, err := lockDataDir(cfg.DataDir, true)
 	if err != nil {
-		ln.Close()
 		return err
 	}
 	defer unlock()
-	var ep *endpoint // set before the fetcher runs, read by its Changed
 
-	// The collector reads mgr, which is set below: nothing scrapes before
-	// the HTTP server starts, after fetcher.New. The manager needs the
-	// metrics first, for its observer.
-	var mgr *fetcher.Manager
-	kfVersion, franzVersion := buildVersions()
-	m := metrics.New(reg, metrics.Options{
-		Partitions: func() []metrics.Partition { return partitions(mgr.Statuses()) },
-		Ready:      func() bool { return mgr.Ready() },
-		LostFoundBytes: func() (int64, error) {
-			return dirSize(lostFoundRoot(cfg.DataDir))
-		},
-		Version: kfVersion, GoVersion: runtime.Version(), FranzGoVersion: franzVersion,
-	})
 	storageOpts := storageOptions(cfg)
 	storageOpts.OnSync = m.Fsync
 	prog := newProgress(logger)
-	mgr, err = fetcher.New(fetcher.Config{
+	mgr, err := fetcher.New(fetcher.Config{
 		Client:              client,
 		DataDir:             cfg.DataDir,
 		Follow:              follow,
@@ -216,31 +262,25 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) error {
 		},
 	})
 	if err != nil {
-		ln.Close()
 		return err
 	}
 	if serveLn != nil {
 		if ep, err = newEndpoint(ctx, cfg, serveLn, mgr, logger, upstreamOpts, reg); err != nil {
-			ln.Close()
 			return err
 		}
 		// A listener that fails for good stops the whole daemon.
 		ctx, ep.fail = context.WithCancel(ctx)
 		defer ep.fail()
 	}
-
-	srv := &http.Server{Handler: newMux(gatherer, mgr, ep.statusFunc()), ReadHeaderTimeout: 5 * time.Second}
-	httpDone := make(chan error, 1)
-	go func() { httpDone <- srv.Serve(ln) }()
-	logger.Info("kfollower started", "version", kfVersion, "bootstrap", cfg.Bootstrap.String(), "topics", cfg.Topics.String(),
-		"data_dir", cfg.DataDir, "http", ln.Addr().String())
+	st.setManager(mgr, ep.statusFunc()())
+	logger.Info("connected to the cluster", "bootstrap", cfg.Bootstrap.String())
 
 	// The progress logger is owned here: it ends with ctx and is waited
 	// for below. It only reads statuses, so it may outlive the logs.
 	progDone := make(chan struct{})
 	go func() {
 		defer close(progDone)
-		prog.loop(ctx, cfg.ProgressInterval, mgr.Statuses, m.Observe)
+		prog.loop(ctx, cfg.ProgressInterval, st.statuses, m.Observe)
 	}()
 
 	mgrCtx := ctx
@@ -249,21 +289,13 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) error {
 		logger.Info("serving the copy to Kafka clients", "listen", ep.status.Address, "advertised", ep.status.Advertised,
 			"node_id", ep.status.NodeID, "cluster_id", ep.status.ClusterID)
 	}
-	runErr := mgr.Run(mgrCtx) // returns after ctx ends (and the server has stopped), logs flushed and closed
+	runErr = mgr.Run(mgrCtx) // returns after ctx ends (and the server has stopped), logs flushed and closed
 	if ep != nil {
 		if err := ep.wait(); err != nil && runErr == nil {
 			runErr = err
 		}
 	}
 	<-progDone
-	shutCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(shutCtx); err != nil {
-		srv.Close()
-	}
-	if err := <-httpDone; err != nil && !errors.Is(err, http.ErrServerClosed) && runErr == nil {
-		runErr = fmt.Errorf("HTTP server: %w", err)
-	}
 	if runErr == nil {
 		logger.Info("kfollower stopped: logs flushed and closed")
 	}
@@ -301,20 +333,6 @@ func storageOptions(cfg *config) storage.Options {
 		o.Flush = storage.FlushOS
 	}
 	return o
-}
-
-func partitions(ss []fetcher.Status) []metrics.Partition {
-	out := make([]metrics.Partition, len(ss))
-	for i, s := range ss {
-		out[i] = metrics.Partition{
-			Topic: s.Topic, Partition: s.Partition, State: s.State,
-			Leader: s.Leader, LeaderEpoch: s.LeaderEpoch, LocalEpoch: s.LocalEpoch,
-			LogStartOffset: s.LogStartOffset, LogEndOffset: s.LogEndOffset,
-			HighWatermark: s.HighWatermark, Lag: s.Lag, Reconciled: s.Reconciled,
-			SizeBytes: s.SizeBytes, Segments: s.Segments,
-		}
-	}
-	return out
 }
 
 // kgoLogger sends franz-go's log lines to slog.

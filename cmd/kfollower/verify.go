@@ -16,10 +16,9 @@ func init() {
 }
 
 func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	a := newAuditCLI("verify", stderr, true)
+	a := newAuditCLI("verify", stdout, stderr, true, "comma-separated `topics` to verify (default: every topic in --data-dir)")
 	parallel := a.fs.Int("parallel", 4, "partitions verified at once")
-	a.fs.Usage = func() {
-		fmt.Fprint(stderr, `Usage: kfollower verify --bootstrap-servers host:port --data-dir DIR [flags]
+	a.doc = `Usage: kfollower verify --bootstrap-servers host:port --data-dir DIR [flags]
 
 Compares the local copy of each partition in the data dir with its current
 leader: for every local batch, base offset, last offset, partition leader
@@ -27,20 +26,17 @@ epoch and CRC, fetched as a consumer. Reports the verified range, the first
 divergence, and whether the local leader-epoch sequence is a prefix of the
 leader's. Reads the data dir only, so it can run beside 'kfollower run'.
 
-Exit status: 0 all match, 1 a divergence, 2 usage or connection errors.
+Exit status: 0 all match, 1 a divergence, 2 usage or connection errors
+(the cluster is asked first, so an unreachable one is never "all match").
 
 Example:
   kfollower verify --bootstrap-servers kafka:9092 --data-dir /var/lib/kfollower --topic orders
-
-Flags:
-`)
-		a.fs.PrintDefaults()
-	}
+`
 	parts, code := a.start(args)
 	if code >= 0 {
 		return code
 	}
-	cl, err := a.client()
+	cl, err := a.connect(ctx)
 	if err != nil {
 		return a.fail(err)
 	}
@@ -51,6 +47,9 @@ Flags:
 	bar.done()
 	if err != nil {
 		return a.fail(err)
+	}
+	if len(rep.Partitions) == 0 {
+		fmt.Fprintf(stderr, "kfollower verify: nothing to verify: no partition in %s\n", a.cfg.DataDir)
 	}
 	return a.print(stdout, rep)
 }

@@ -20,7 +20,7 @@ import (
 // The compose project's addresses on the host (docker-compose.yml's ports).
 var (
 	hostBrokers  = []string{"127.0.0.1:29092", "127.0.0.1:39092", "127.0.0.1:49092"}
-	kfollowerURL = "http://127.0.0.1:9644"
+	kfollowerURL = "http://127.0.0.1:7644"
 	promURL      = "http://127.0.0.1:9090"
 )
 
