@@ -78,7 +78,7 @@ var layers = []layer{
 	{pkg: "lostfound", allow: []string{"std", "storage", "cluster", "wire", "kgo", "kmsg"}},
 	// Reads only, except --scenario failover, which writes to its own scratch topic.
 	{pkg: "probe", allow: []string{"std", "cluster", "wire", "wire/batch", "kgo", "kmsg", "kerr", "kadm"}},
-	{pkg: "metrics", allow: []string{"std", "client_golang", "fetcher", "follower", "wire", "kmsg"}},
+	{pkg: "metrics", allow: []string{"std", "client_golang", "fetcher", "follower", "wire", "kmsg", "wire/server", "authz"}},
 	{pkg: "cmd/kfollower", allow: []string{"*"}},
 	{pkg: "integration/...", allow: []string{"*"}},
 	{pkg: "bench", allow: []string{"*"}},
