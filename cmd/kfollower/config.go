@@ -54,6 +54,7 @@ type config struct {
 	Serve          string
 	ServeAdvertise string
 	ServeNodeID    int
+	serveSecurity  // serve_sec.go
 }
 
 // listFlag is a comma-separated list; a YAML sequence is accepted too.

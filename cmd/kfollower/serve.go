@@ -15,17 +15,20 @@ import (
 	"strings"
 
 	"github.com/kfollower/kfollower/fetcher"
+	"github.com/kfollower/kfollower/metrics"
 	"github.com/kfollower/kfollower/wire"
 	"github.com/kfollower/kfollower/wire/batch"
 	"github.com/kfollower/kfollower/wire/server"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // serveFlags binds the --serve settings.
 func (c *config) serveFlags(fs *flag.FlagSet) {
-	fs.StringVar(&c.Serve, "serve", c.Serve, "`address` to serve the local copy on as a read-only Kafka broker (host:port, bound exactly as given: :9092 listens on every interface; default: off)")
+	fs.StringVar(&c.Serve, "serve", c.Serve, "`address` to serve the local copy on as a read-only Kafka broker (host:port; :9092 binds loopback only, 0.0.0.0:9092 every interface, which needs client authentication or --serve-allow-anonymous; default: off)")
 	fs.StringVar(&c.ServeAdvertise, "serve-advertise", c.ServeAdvertise, "`host:port` that Kafka clients are told to connect to (default: the --serve address, which then must name a host)")
 	fs.IntVar(&c.ServeNodeID, "serve-node-id", c.ServeNodeID, "broker `id` the served one-broker cluster names")
+	c.serveSecurityFlags(fs)
 }
 
 // checkServe validates the --serve settings without touching the network.
@@ -34,7 +37,7 @@ func (c *config) checkServe() error {
 		if c.ServeAdvertise != "" || c.ServeNodeID != 0 {
 			return errors.New("--serve-advertise and --serve-node-id need --serve")
 		}
-		return nil
+		return c.checkServeSecurity()
 	}
 	host, err := hostPort("--serve", c.Serve, true)
 	if err != nil {
@@ -44,13 +47,13 @@ func (c *config) checkServe() error {
 		if _, err := hostPort("--serve-advertise", c.ServeAdvertise, false); err != nil {
 			return err
 		}
-	} else if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+	} else if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
 		return fmt.Errorf("--serve %s listens on every interface: give --serve-advertise HOST:PORT, the address clients are to connect to", c.Serve)
 	}
 	if c.ServeNodeID < 0 || c.ServeNodeID > 1<<31-1 {
 		return fmt.Errorf("--serve-node-id %d: want 0 to 2147483647", c.ServeNodeID)
 	}
-	return nil
+	return c.checkServeSecurity()
 }
 
 // hostPort checks a host:port flag value; an empty host is allowed only
@@ -76,6 +79,9 @@ type endpoint struct {
 	status serveStatus
 	done   chan struct{}
 	err    error // valid once done is closed
+	cfg    *config
+	logger *slog.Logger
+	acl    aclWatcher
 	// fail stops the daemon when the server ends on its own.
 	fail context.CancelFunc
 }
@@ -86,6 +92,9 @@ type serveStatus struct {
 	Advertised string `json:"advertised"`
 	NodeID     int32  `json:"node_id"`
 	ClusterID  string `json:"cluster_id"`
+	// OpenConnections is the client connections open now.
+	OpenConnections int            `json:"open_connections"`
+	Security        securityStatus `json:"security"`
 }
 
 // listenServe binds the --serve address; it runs before the data dir is
@@ -94,30 +103,36 @@ func listenServe(cfg *config) (net.Listener, error) {
 	if cfg.Serve == "" {
 		return nil, nil
 	}
-	ln, err := net.Listen("tcp", cfg.Serve)
+	ln, err := net.Listen("tcp", serveListen(cfg.Serve))
 	if err != nil {
-		return nil, fmt.Errorf("listening for Kafka clients (--serve) on %s: %w", cfg.Serve, err)
+		return nil, fmt.Errorf("listening for Kafka clients (--serve) on %s: %w", serveListen(cfg.Serve), err)
 	}
 	return ln, nil
 }
 
 // newEndpoint makes the server over mgr's catalog; the cluster id is read
 // from, or created in, the data dir, which must be locked.
-func newEndpoint(cfg *config, ln net.Listener, mgr *fetcher.Manager, logger *slog.Logger) (*endpoint, error) {
+func newEndpoint(cfg *config, ln net.Listener, mgr *fetcher.Manager, logger *slog.Logger, reg prometheus.Registerer) (*endpoint, error) {
 	id, err := loadClusterID(cfg.DataDir)
 	if err != nil {
 		return nil, err
 	}
 	adv := cfg.ServeAdvertise
 	if adv == "" {
-		// checkServe made sure the listen address names a host; its
+		// checkServe made sure the listen address is no wildcard; its
 		// port is the bound one (":0" in tests).
-		host, _, _ := net.SplitHostPort(cfg.Serve)
+		host, _, _ := net.SplitHostPort(serveListen(cfg.Serve))
 		_, port, _ := net.SplitHostPort(ln.Addr().String())
 		adv = net.JoinHostPort(host, port)
 	}
 	dec := kgo.DefaultDecompressor()
-	srv, err := server.New(server.Config{
+	if cfg.sec == nil { // run checked the config; a test may not have
+		if err := cfg.checkServeSecurity(); err != nil {
+			return nil, err
+		}
+	}
+	slogger := logger.With("component", "serve")
+	scfg := server.Config{
 		NodeID: int32(cfg.ServeNodeID), Advertise: adv, ClusterID: id,
 		Catalog: serveCatalog{mgr},
 		// ListOffsets by timestamp looks at the records of a compressed
@@ -125,12 +140,18 @@ func newEndpoint(cfg *config, ln net.Listener, mgr *fetcher.Manager, logger *slo
 		Decompress: func(codec batch.Compression, data []byte) ([]byte, error) {
 			return dec.Decompress(data, kgo.CompressionCodecType(codec))
 		},
-		Logger: logger.With("component", "serve"),
-	})
+		Logger:   slogger,
+		Observer: metrics.NewServeObserver(reg),
+	}
+	cfg.securityConfig(&scfg)
+	srv, err := server.New(scfg)
 	if err != nil {
 		return nil, fmt.Errorf("--serve: %w", err)
 	}
-	return &endpoint{ln: ln, srv: srv, done: make(chan struct{}), status: serveStatus{
+	for _, w := range cfg.securityWarnings() {
+		slogger.Warn(w)
+	}
+	return &endpoint{ln: ln, srv: srv, done: make(chan struct{}), cfg: cfg, logger: slogger, status: serveStatus{
 		Address: ln.Addr().String(), Advertised: adv, NodeID: int32(cfg.ServeNodeID), ClusterID: id,
 	}}, nil
 }
@@ -144,6 +165,9 @@ func (e *endpoint) notify(tp wire.TopicPartition) { e.srv.Notify(tp.Topic, tp.Pa
 // fetcher is stopped too and e.err says why.
 func (e *endpoint) run(ctx context.Context) context.Context {
 	mctx, stopFetcher := context.WithCancel(context.WithoutCancel(ctx))
+	if f := e.cfg.sec.acl; f != nil {
+		e.acl.start(ctx, f, e.cfg.ServeACLReloadInterval, e.logger)
+	}
 	go func() {
 		defer close(e.done)
 		defer stopFetcher()
@@ -157,6 +181,7 @@ func (e *endpoint) run(ctx context.Context) context.Context {
 // wait returns the server's error once it has stopped.
 func (e *endpoint) wait() error {
 	<-e.done
+	e.acl.wg.Wait()
 	if e.err != nil {
 		return fmt.Errorf("serving Kafka clients on %s: %w", e.status.Address, e.err)
 	}
@@ -267,6 +292,8 @@ func (e *endpoint) statusFunc() func() *serveStatus {
 			return nil
 		}
 		st := e.status
+		st.OpenConnections = e.srv.OpenConnections()
+		st.Security = e.cfg.securityStatus()
 		return &st
 	}
 }
