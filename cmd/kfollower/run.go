@@ -216,7 +216,7 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) error {
 		return err
 	}
 	if serveLn != nil {
-		if ep, err = newEndpoint(cfg, serveLn, mgr, logger, reg); err != nil {
+		if ep, err = newEndpoint(cfg, serveLn, mgr, logger, reg, client); err != nil {
 			ln.Close()
 			return err
 		}

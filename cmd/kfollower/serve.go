@@ -81,6 +81,7 @@ type endpoint struct {
 	err    error // valid once done is closed
 	cfg    *config
 	logger *slog.Logger
+	client *kgo.Client // the follower's, for --serve-acl-upstream
 	acl    aclWatcher
 	// fail stops the daemon when the server ends on its own.
 	fail context.CancelFunc
@@ -112,7 +113,7 @@ func listenServe(cfg *config) (net.Listener, error) {
 
 // newEndpoint makes the server over mgr's catalog; the cluster id is read
 // from, or created in, the data dir, which must be locked.
-func newEndpoint(cfg *config, ln net.Listener, mgr *fetcher.Manager, logger *slog.Logger, reg prometheus.Registerer) (*endpoint, error) {
+func newEndpoint(cfg *config, ln net.Listener, mgr *fetcher.Manager, logger *slog.Logger, reg prometheus.Registerer, client *kgo.Client) (*endpoint, error) {
 	id, err := loadClusterID(cfg.DataDir)
 	if err != nil {
 		return nil, err
@@ -151,7 +152,7 @@ func newEndpoint(cfg *config, ln net.Listener, mgr *fetcher.Manager, logger *slo
 	for _, w := range cfg.securityWarnings() {
 		slogger.Warn(w)
 	}
-	return &endpoint{ln: ln, srv: srv, done: make(chan struct{}), cfg: cfg, logger: slogger, status: serveStatus{
+	return &endpoint{ln: ln, srv: srv, done: make(chan struct{}), cfg: cfg, logger: slogger, client: client, status: serveStatus{
 		Address: ln.Addr().String(), Advertised: adv, NodeID: int32(cfg.ServeNodeID), ClusterID: id,
 	}}, nil
 }
@@ -167,6 +168,13 @@ func (e *endpoint) run(ctx context.Context) context.Context {
 	mctx, stopFetcher := context.WithCancel(context.WithoutCancel(ctx))
 	if f := e.cfg.sec.acl; f != nil {
 		e.acl.start(ctx, f, e.cfg.ServeACLReloadInterval, e.logger)
+	}
+	if u := e.cfg.sec.upstream; u != nil {
+		e.acl.wg.Add(1)
+		go func() {
+			defer e.acl.wg.Done()
+			u.run(ctx, e.client, e.logger)
+		}()
 	}
 	go func() {
 		defer close(e.done)

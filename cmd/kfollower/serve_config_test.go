@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kfollower/kfollower/authz"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Bad --serve values are refused with exit 1 before the cluster is
@@ -34,7 +37,8 @@ func TestServeBadInput(t *testing.T) {
 		{"bad credentials", nil, []string{"--serve", "127.0.0.1:0", "--serve-sasl-credentials", sec.badCreds}, sec.badCreds + ":1: want USER"},
 		{"bad mechanism", []string{"KFOLLOWER_SERVE_SASL_MECHANISMS=GSSAPI"}, []string{"--serve", "127.0.0.1:0", "--serve-sasl-credentials", sec.creds}, `--serve-sasl-mechanisms: "GSSAPI"`},
 		{"security without serve", nil, []string{"--serve-acl-file", sec.acl}, "need --serve"},
-		{"idle timeout", nil, []string{"--serve", "127.0.0.1:0", "--serve-idle-timeout", "0s"}, "--serve-idle-timeout and --serve-acl-reload-interval must be positive"},
+		{"idle timeout", nil, []string{"--serve", "127.0.0.1:0", "--serve-idle-timeout", "0s"}, "--serve-idle-timeout, --serve-acl-reload-interval and --serve-acl-refresh must be positive"},
+		{"two ACL sources", nil, []string{"--serve", "127.0.0.1:0", "--serve-acl-file", sec.acl, "--serve-acl-upstream"}, "give one source of ACLs"},
 		{"wildcard from env", []string{"KFOLLOWER_SERVE=0.0.0.0:9092"}, nil, "--serve 0.0.0.0:9092 listens on every interface"},
 		{"advertise without host", nil, []string{"--serve", "127.0.0.1:0", "--serve-advertise", ":9092"}, `--serve-advertise ":9092": no host`},
 		{"advertise port 0", nil, []string{"--serve", "127.0.0.1:0", "--serve-advertise", "h:0"}, `--serve-advertise "h:0": bad port`},
@@ -175,5 +179,56 @@ func TestServeSecurityConfig(t *testing.T) {
 	}
 	if st := anon.securityStatus(); !st.Anonymous || len(st.Warnings) != 1 || !strings.Contains(st.Warnings[0], "--serve-allow-anonymous") {
 		t.Fatalf("anonymous beyond loopback: status %+v, want the warning", st)
+	}
+}
+
+// The cluster's ACLs become the entries that decide READ and DESCRIBE:
+// WRITE, DELETE and ALTER allowed imply DESCRIBE; anything else decides
+// nothing here.
+func TestUpstreamEntries(t *testing.T) {
+	resp := kmsg.NewPtrDescribeACLsResponse()
+	res := func(rt kmsg.ACLResourceType, name string, pat kmsg.ACLResourcePatternType, acls ...kmsg.DescribeACLsResponseResourceACL) {
+		r := kmsg.NewDescribeACLsResponseResource()
+		r.ResourceType, r.ResourceName, r.ResourcePatternType, r.ACLs = rt, name, pat, acls
+		resp.Resources = append(resp.Resources, r)
+	}
+	acl := func(principal string, op kmsg.ACLOperation, perm kmsg.ACLPermissionType) kmsg.DescribeACLsResponseResourceACL {
+		a := kmsg.NewDescribeACLsResponseResourceACL()
+		a.Principal, a.Host, a.Operation, a.PermissionType = principal, "*", op, perm
+		return a
+	}
+	allow, deny := kmsg.ACLPermissionTypeAllow, kmsg.ACLPermissionTypeDeny
+	res(kmsg.ACLResourceTypeTopic, "orders-", kmsg.ACLResourcePatternTypePrefixed,
+		acl("User:alice", kmsg.ACLOperationRead, allow), acl("User:bob", kmsg.ACLOperationWrite, allow),
+		acl("User:carol", kmsg.ACLOperationWrite, deny), acl("Group:ops", kmsg.ACLOperationRead, allow),
+		acl("User:dave", kmsg.ACLOperationCreate, allow))
+	res(kmsg.ACLResourceTypeTopic, "orders-secret", kmsg.ACLResourcePatternTypeLiteral, acl("User:alice", kmsg.ACLOperationAll, deny))
+	res(kmsg.ACLResourceTypeTransactionalId, "tx", kmsg.ACLResourcePatternTypeLiteral, acl("User:alice", kmsg.ACLOperationRead, allow))
+	res(kmsg.ACLResourceTypeCluster, "kafka-cluster", kmsg.ACLResourcePatternTypeLiteral, acl("User:alice", kmsg.ACLOperationDescribe, allow))
+	r, err := authz.NewRules(upstreamEntries(resp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		p    string
+		op   authz.Operation
+		rt   authz.ResourceType
+		name string
+		want bool
+	}{
+		{"User:alice", authz.Read, authz.Topic, "orders-eu", true},
+		{"User:alice", authz.Describe, authz.Topic, "orders-secret", false},
+		{"User:bob", authz.Describe, authz.Topic, "orders-eu", true},
+		{"User:bob", authz.Read, authz.Topic, "orders-eu", false},
+		{"User:carol", authz.Describe, authz.Topic, "orders-eu", false},
+		{"User:dave", authz.Describe, authz.Topic, "orders-eu", false},
+		{"User:alice", authz.Describe, authz.Cluster, authz.ClusterName, true},
+	} {
+		if got := r.Authorize(c.p, "127.0.0.1", c.op, c.rt, c.name); got != c.want {
+			t.Errorf("%s %s %s %s: %v, want %v", c.p, c.op, c.rt, c.name, got, c.want)
+		}
+	}
+	if n := len(r.Entries()); n != 4 {
+		t.Errorf("%d entries, want 4: %v", n, r.Entries())
 	}
 }

@@ -32,6 +32,8 @@ type serveSecurity struct {
 	ServeSASLMechanisms      listFlag
 	ServeACLFile             string
 	ServeACLReloadInterval   time.Duration
+	ServeACLUpstream         bool
+	ServeACLRefresh          time.Duration
 	ServeAllowAnonymous      bool
 	ServeMaxConnections      int
 	ServeMaxConnectionsPerIP int
@@ -49,6 +51,7 @@ type loadedSecurity struct {
 	mapper    *authz.Mapper
 	sasl      authz.Authenticator
 	acl       *authz.File
+	upstream  *upstreamACLs
 	listen    string // the address bound: --serve, :PORT made loopback
 	anonymous bool   // no client authenticates
 }
@@ -56,6 +59,7 @@ type loadedSecurity struct {
 func (c *config) serveSecurityFlags(fs *flag.FlagSet) {
 	c.ServeSASLMechanisms = listFlag{authz.ScramSHA512, authz.ScramSHA256, authz.Plain}
 	c.ServeACLReloadInterval = 10 * time.Second
+	c.ServeACLRefresh = time.Minute
 	c.ServeMaxRequestBytes = server.DefaultMaxRequestBytes
 	c.ServeIdleTimeout = server.DefaultIdleTimeout
 	fs.StringVar(&c.ServeTLSCert, "serve-tls-cert", c.ServeTLSCert, "PEM `file` of the served endpoint's certificate chain: Kafka clients connect with TLS")
@@ -66,6 +70,8 @@ func (c *config) serveSecurityFlags(fs *flag.FlagSet) {
 	fs.Var(&c.ServeSASLMechanisms, "serve-sasl-mechanisms", "SASL `mechanisms` offered with --serve-sasl-credentials, of SCRAM-SHA-512, SCRAM-SHA-256, PLAIN")
 	fs.StringVar(&c.ServeACLFile, "serve-acl-file", c.ServeACLFile, "`file` of ACL entries ('ALLOW|DENY User:NAME READ|DESCRIBE|ALL TOPIC|GROUP|CLUSTER LITERAL|PREFIXED NAME [HOST]'), Kafka's semantics, deny by default; reloaded on change and on SIGHUP, an invalid file leaving the old rules in force")
 	fs.DurationVar(&c.ServeACLReloadInterval, "serve-acl-reload-interval", c.ServeACLReloadInterval, "how often --serve-acl-file is checked for a change")
+	fs.BoolVar(&c.ServeACLUpstream, "serve-acl-upstream", c.ServeACLUpstream, "authorize with the cluster's own ACLs instead of --serve-acl-file: read with DescribeAcls (kfollower's principal needs DESCRIBE on the CLUSTER) every --serve-acl-refresh; until the first read every request is denied, a failed read keeps the last rules")
+	fs.DurationVar(&c.ServeACLRefresh, "serve-acl-refresh", c.ServeACLRefresh, "how often --serve-acl-upstream reads the cluster's ACLs: a change upstream takes effect here within this `interval`")
 	fs.BoolVar(&c.ServeAllowAnonymous, "serve-allow-anonymous", c.ServeAllowAnonymous, "serve clients that do not authenticate on an address other than loopback (warned at start and in /status)")
 	fs.IntVar(&c.ServeMaxConnections, "serve-max-connections", c.ServeMaxConnections, "`count` of client connections open at once; one more is closed as accepted (0: no limit; Kafka's max.connections)")
 	fs.IntVar(&c.ServeMaxConnectionsPerIP, "serve-max-connections-per-ip", c.ServeMaxConnectionsPerIP, "`count` of client connections open at once from one IP (0: no limit; Kafka's max.connections.per.ip)")
@@ -94,7 +100,7 @@ func isLoopback(host string) bool {
 // checkServeSecurity checks the security flags and loads their files.
 func (c *config) checkServeSecurity() error {
 	anyFlag := c.ServeTLSCert != "" || c.ServeTLSKey != "" || c.ServeTLSClientCA != "" || c.ServePrincipalRules != "" ||
-		c.ServeSASLCredentials != "" || c.ServeACLFile != "" || c.ServeAllowAnonymous || c.ServeMaxConnections != 0 || c.ServeMaxConnectionsPerIP != 0
+		c.ServeSASLCredentials != "" || c.ServeACLFile != "" || c.ServeACLUpstream || c.ServeAllowAnonymous || c.ServeMaxConnections != 0 || c.ServeMaxConnectionsPerIP != 0
 	if c.Serve == "" {
 		if anyFlag {
 			return errors.New("the --serve-tls-*, --serve-sasl-*, --serve-acl-*, --serve-allow-anonymous and --serve-max-* settings need --serve")
@@ -112,8 +118,10 @@ func (c *config) checkServeSecurity() error {
 		return errors.New("--serve-max-connections and --serve-max-connections-per-ip must not be negative")
 	case c.ServeMaxRequestBytes < 1024 || c.ServeMaxRequestBytes > 1<<31-1:
 		return errors.New("--serve-max-request-bytes must be between 1024 and 2147483647")
-	case c.ServeIdleTimeout <= 0 || c.ServeACLReloadInterval <= 0:
-		return errors.New("--serve-idle-timeout and --serve-acl-reload-interval must be positive")
+	case c.ServeIdleTimeout <= 0 || c.ServeACLReloadInterval <= 0 || c.ServeACLRefresh <= 0:
+		return errors.New("--serve-idle-timeout, --serve-acl-reload-interval and --serve-acl-refresh must be positive")
+	case c.ServeACLUpstream && c.ServeACLFile != "":
+		return errors.New("give one source of ACLs: --serve-acl-file or --serve-acl-upstream")
 	}
 	sec := &loadedSecurity{listen: serveListen(c.Serve)}
 	if c.ServeTLSCert != "" {
@@ -166,6 +174,9 @@ func (c *config) checkServeSecurity() error {
 		}
 		sec.acl = f
 	}
+	if c.ServeACLUpstream {
+		sec.upstream = &upstreamACLs{interval: c.ServeACLRefresh}
+	}
 	sec.anonymous = sec.sasl == nil && sec.mapper == nil
 	host, _, _ := net.SplitHostPort(sec.listen)
 	if sec.anonymous && !isLoopback(host) && !c.ServeAllowAnonymous {
@@ -199,6 +210,9 @@ func (c *config) securityConfig(sc *server.Config) {
 	if s.acl != nil {
 		sc.Authorizer = s.acl.Store()
 	}
+	if s.upstream != nil {
+		sc.Authorizer = &s.upstream.store
+	}
 	sc.MaxConnections, sc.MaxConnectionsPerIP = c.ServeMaxConnections, c.ServeMaxConnectionsPerIP
 	sc.MaxRequestBytes, sc.IdleTimeout = int32(c.ServeMaxRequestBytes), c.ServeIdleTimeout
 }
@@ -212,8 +226,13 @@ type securityStatus struct {
 	ACLFile        string   `json:"acl_file,omitempty"`
 	// ACLError is why the ACL file's current content is not in force
 	// (the previous rules are).
-	ACLError string   `json:"acl_error,omitempty"`
-	Warnings []string `json:"warnings,omitempty"`
+	ACLError string `json:"acl_error,omitempty"`
+	// ACLUpstream: the cluster's ACLs, read every ACLRefresh, last at
+	// ACLRead (absent before the first read: everything is denied).
+	ACLUpstream bool       `json:"acl_upstream,omitempty"`
+	ACLRefresh  string     `json:"acl_refresh,omitempty"`
+	ACLRead     *time.Time `json:"acl_read,omitempty"`
+	Warnings    []string   `json:"warnings,omitempty"`
 }
 
 // securityWarnings are what the start log and /status warn about.
@@ -224,7 +243,7 @@ func (c *config) securityWarnings() []string {
 	if s.anonymous && !isLoopback(host) {
 		w = append(w, fmt.Sprintf("serving %s to clients that do not authenticate (--serve-allow-anonymous): anyone who reaches it reads what it serves", s.listen))
 	}
-	if !s.anonymous && s.acl == nil {
+	if !s.anonymous && s.acl == nil && s.upstream == nil {
 		w = append(w, "no --serve-acl-file: every authenticated principal may read every served topic")
 	}
 	if s.sasl != nil && s.tls == nil && slices.Contains(s.sasl.Mechanisms(), authz.Plain) {
@@ -242,6 +261,16 @@ func (c *config) securityStatus() securityStatus {
 	if s.acl != nil {
 		st.ACLFile = s.acl.Path()
 		if err := s.acl.Err(); err != nil {
+			st.ACLError = err.Error()
+		}
+	}
+	if u := s.upstream; u != nil {
+		st.ACLUpstream, st.ACLRefresh = true, u.interval.String()
+		loaded, err := u.status()
+		if !loaded.IsZero() {
+			st.ACLRead = &loaded
+		}
+		if err != nil {
 			st.ACLError = err.Error()
 		}
 	}
