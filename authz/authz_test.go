@@ -202,7 +202,10 @@ func run(t *testing.T, c *Credentials, m sasl.Mechanism) (string, error) {
 func TestCredentials(t *testing.T) {
 	// A salted SCRAM-SHA-256 credential for carol, as Kafka stores it.
 	cl, _ := xscram.SHA256.NewClient("carol", "c-pass", "")
-	sc := cl.GetStoredCredentials(xscram.KeyFactors{Salt: "0123456789abcdef", Iters: 8192})
+	sc, err := cl.GetStoredCredentialsWithError(xscram.KeyFactors{Salt: "0123456789abcdef", Iters: 8192})
+	if err != nil {
+		t.Fatal(err)
+	}
 	b64 := func(b []byte) string { return base64Std(b) }
 	file := "# users\nalice password=a secret with spaces\n\tbob password=b\ncarol SCRAM-SHA-256=[salt=" + b64([]byte(sc.Salt)) +
 		",stored_key=" + b64(sc.StoredKey) + ",server_key=" + b64(sc.ServerKey) + ",iterations=8192]\n"

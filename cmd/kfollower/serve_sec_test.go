@@ -163,6 +163,34 @@ func TestServeSecurity(t *testing.T) {
 		}
 	})
 
+	t.Run("upstream ACLs", func(t *testing.T) {
+		// The same answers with the cluster's own ACLs as the source.
+		addr := freeAddr(t)
+		du := startDaemon(t, bin, nil, "--bootstrap-servers", strings.Join(c.Bootstrap(), ","), "--topics", topics,
+			"--data-dir", filepath.Join(dir, "data-upstream"), "--serve", addr, "--serve-sasl-credentials", creds,
+			"--serve-acl-upstream", "--serve-acl-refresh", "1s")
+		for _, topic := range secTopics {
+			waitStatus(t, du, topic, 0, fmt.Sprintf("log end %d", n), func(s fetcher.Status) bool { return s.LogEndOffset == n })
+		}
+		du.waitHTTP(t, "/status", "the cluster's ACLs read", 30*time.Second, func(code int, body string) bool {
+			return strings.Contains(body, `"acl_read"`)
+		})
+		ids := topicIDs(ctx, t, c)
+		fromCluster := answers(ctx, t, c.SASLBootstrap(), alice, ids, func(topic string) int32 {
+			st, err := c.Partition(ctx, topic, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return st.Leader
+		})
+		fromKf := answers(ctx, t, []string{addr}, alice, ids, func(string) int32 { return 0 })
+		for k, v := range fromCluster {
+			if fromKf[k] != v {
+				t.Errorf("%s: kfollower (upstream ACLs) %q, the cluster %q", k, fromKf[k], v)
+			}
+		}
+	})
+
 	t.Run("Java console consumer", func(t *testing.T) {
 		scramProps := write("scram.properties", "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\n"+
 			`sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="alice" password="alice-pw";`+"\n")
