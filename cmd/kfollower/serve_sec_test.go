@@ -424,8 +424,9 @@ func createACLs(ctx context.Context, t *testing.T, c *kafka.Cluster) {
 	}
 }
 
-// readTopic reads want records of topic-0 from the start, or returns the
-// first error a fetch or the client reports.
+// readTopic reads want records of topic-0 from the start (it reports no
+// more than want), or returns the first error a fetch or the client
+// reports.
 func readTopic(ctx context.Context, addr, topic string, want int, opts ...kgo.Opt) (int, error) {
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr), kgo.RequestRetries(2), kgo.RetryTimeout(5 * time.Second),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}})}, opts...)...)
@@ -445,7 +446,7 @@ func readTopic(ctx context.Context, addr, topic string, want int, opts ...kgo.Op
 		if ferr != nil && cctx.Err() == nil {
 			return got, ferr
 		}
-		got += fs.NumRecords()
+		got = min(want, got+fs.NumRecords())
 		if cctx.Err() != nil {
 			req := kmsg.NewPtrMetadataRequest()
 			rt := kmsg.NewMetadataRequestTopic()
