@@ -363,7 +363,7 @@ func TestServeSecurity(t *testing.T) {
 		}
 	}
 	out := ds.stderr()
-	for _, want := range []string{`msg="authentication failed" audit=true`, `mechanism=SCRAM-SHA-512 user=alice`, `msg="authorization denied" audit=true`, "principal=User:alice"} {
+	for _, want := range []string{`msg="authentication failed"`, "audit=true", `mechanism=SCRAM-SHA-512 user=alice`, `msg="authorization denied"`, "principal=User:alice operation=READ resource_type=TOPIC resource=pub-secret"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the log has no %q", want)
 		}
