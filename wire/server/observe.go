@@ -45,8 +45,8 @@ const (
 	BadMalformed    = "malformed"           // a request that does not parse
 	BadUnknownKey   = "unknown_key"         // an API key not served
 	BadVersion      = "unsupported_version" // a version outside the advertised range
-	BadTimeout      = "timeout"             // idle, slow or half-open: a deadline passed mid-request or at the TLS handshake
-	BadTLS          = "tls_handshake"       // the TLS handshake failed
+	BadTimeout      = "timeout"             // slow or half-open: a deadline passed mid-request or mid-answer
+	BadTLS          = "tls_handshake"       // the TLS handshake failed or did not end within IdleTimeout
 	BadBeforeAuth   = "before_authentication"
 	BadAuthFailed   = "authentication_failed"
 	BadUnanswerable = "not_answered" // acks=0 Produce and the like

@@ -562,3 +562,35 @@ func TestMaxConnections(t *testing.T) {
 		t.Errorf("%d refused, want 1", got)
 	}
 }
+
+// A connection that sends nothing, one that stops mid-request and one
+// that never starts its TLS handshake are closed at the idle timeout and
+// counted, each by its reason.
+func TestSlowClients(t *testing.T) {
+	ca := newPKI(t)
+	for _, tc := range []struct {
+		name, reason string
+		tls          bool
+		send         []byte
+	}{
+		{"idle", BadIdle, false, nil},
+		{"half a request", BadTimeout, false, []byte{0, 0, 0, 20, 0, 18}},
+		{"no TLS handshake", BadTLS, true, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := newRecorder()
+			_, addr := testServer(t, secCatalog(t), func(c *Config) {
+				c.IdleTimeout, c.Observer, c.Logger = 300*time.Millisecond, rec, quiet
+				if tc.tls {
+					c.TLS = &tls.Config{Certificates: []tls.Certificate{ca.issue(t, pkix.Name{CommonName: "kf"}, true)}}
+				}
+			})
+			c := dial(t, addr)
+			if tc.send != nil {
+				c.write(tc.send)
+			}
+			c.closed()
+			waitFor(t, func() bool { return rec.get(func(r *recorder) int { return r.bad[tc.reason] }) == 1 })
+		})
+	}
+}
