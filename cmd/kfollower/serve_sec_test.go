@@ -239,23 +239,35 @@ func TestServeSecurity(t *testing.T) {
 			"sasl.username": "alice", "sasl.password": "wrong-pw"}
 		tlsConf := map[string]any{"bootstrap.servers": tlsAddr, "security.protocol": "SSL", "ssl.ca.location": caFile,
 			"ssl.certificate.location": pki.ClientCert, "ssl.key.location": pki.ClientKey}
+		// librdkafka keeps a partition's TOPIC_AUTHORIZATION_FAILED to
+		// itself while it retries (no consumer error for an assigned
+		// partition): a denied topic is checked by reading nothing for
+		// 10 s and by its absence from Metadata.
 		for _, tc := range []struct {
-			name  string
-			conf  map[string]any
-			topic string
-			want  int
-			err   string
+			name   string
+			conf   map[string]any
+			topic  string
+			want   int
+			err    string
+			topics string // Metadata's topics
 		}{
-			{"SCRAM pub-a", scramConf, "pub-a", n, ""},
-			{"SCRAM hidden", scramConf, "hidden", 0, "TOPIC_AUTHORIZATION_FAILED"},
-			{"SCRAM wrong password", wrongConf, "pub-a", 0, "_AUTHENTICATION"},
-			{"mutual TLS pub-a", tlsConf, "pub-a", n, ""},
-			{"mutual TLS pub-secret", tlsConf, "pub-secret", 0, "TOPIC_AUTHORIZATION_FAILED"},
+			{"SCRAM pub-a", scramConf, "pub-a", n, "", "described,pub-a,pub-secret"},
+			{"SCRAM hidden", scramConf, "hidden", 0, "", "described,pub-a,pub-secret"},
+			{"SCRAM wrong password", wrongConf, "pub-a", 0, "_AUTHENTICATION", ""},
+			{"mutual TLS pub-a", tlsConf, "pub-a", n, "", "pub-a"},
+			{"mutual TLS pub-secret", tlsConf, "pub-secret", 0, "", "pub-a"},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
-				got := confluentRead(t, j.Python, tc.conf, tc.topic, max(tc.want, 1))
+				wait := time.Minute
+				if tc.want == 0 {
+					wait = 10 * time.Second
+				}
+				got := confluentRead(t, j.Python, tc.conf, tc.topic, max(tc.want, 1), wait)
 				if got.Records != tc.want || !strings.Contains(got.Error, tc.err) || tc.err == "" && got.Error != "" {
 					t.Fatalf("%d records, error %q; want %d and %q", got.Records, got.Error, tc.want, tc.err)
+				}
+				if tc.topics != "" && strings.Join(got.Topics, ",") != tc.topics {
+					t.Errorf("Metadata lists %v, want %s", got.Topics, tc.topics)
 				}
 			})
 		}
@@ -596,19 +608,24 @@ func answers(ctx context.Context, t *testing.T, seeds []string, auth kgo.Opt, id
 
 // confluentResult is what confluentRead's script prints.
 type confluentResult struct {
-	Records int    `json:"records"`
-	Error   string `json:"error"`
+	Records int      `json:"records"`
+	Error   string   `json:"error"`
+	Topics  []string `json:"topics"` // Metadata's
 }
 
 const confluentScript = `
 import json, sys, time
 from confluent_kafka import Consumer, TopicPartition, OFFSET_BEGINNING, KafkaError
-conf = json.loads(sys.argv[1]); topic = sys.argv[2]; want = int(sys.argv[3])
+conf = json.loads(sys.argv[1]); topic = sys.argv[2]; want = int(sys.argv[3]); wait = float(sys.argv[4])
 errors = []
 conf.update({"group.id": "unused", "enable.auto.commit": False, "error_cb": lambda e: errors.append(e.name())})
 c = Consumer(conf)
+try:
+    topics = sorted(t for t in c.list_topics(timeout=20).topics)
+except Exception as e:
+    topics = []
 c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
-n, err, deadline = 0, None, time.time() + 60
+n, err, deadline = 0, None, time.time() + wait
 while n < want and time.time() < deadline and err is None:
     m = c.poll(0.5)
     # GROUP_AUTHORIZATION_FAILED is FindCoordinator's, which librdkafka
@@ -625,13 +642,13 @@ while n < want and time.time() < deadline and err is None:
         continue
     n += 1
 c.close()
-print(json.dumps({"records": n, "error": err or ""}))
+print(json.dumps({"records": n, "error": err or "", "topics": topics}))
 `
 
-func confluentRead(t *testing.T, python string, conf map[string]any, topic string, want int) confluentResult {
+func confluentRead(t *testing.T, python string, conf map[string]any, topic string, want int, wait time.Duration) confluentResult {
 	t.Helper()
 	b, _ := json.Marshal(conf)
-	r := runBinary(t, python, nil, 2*time.Minute, "-c", confluentScript, string(b), topic, strconv.Itoa(want))
+	r := runBinary(t, python, nil, 2*time.Minute, "-c", confluentScript, string(b), topic, strconv.Itoa(want), strconv.FormatFloat(wait.Seconds(), 'f', 1, 64))
 	var got confluentResult
 	if r.code != 0 || json.Unmarshal([]byte(lastLine(r.stdout)), &got) != nil {
 		t.Fatalf("confluent-kafka: exit %d\n%s\n%s", r.code, r.stdout, tail(r.stderr, 20))
