@@ -23,6 +23,7 @@ var thirdParty = map[string]string{
 	"kgo":           "github.com/twmb/franz-go/pkg/kgo",
 	"kmsg":          "github.com/twmb/franz-go/pkg/kmsg",
 	"client_golang": "github.com/prometheus/client_golang/...",
+	"scram":         "github.com/xdg-go/scram",
 }
 
 // layer is what one package (or, ending in "/...", a tree of packages) may
@@ -60,8 +61,10 @@ var layers = []layer{
 	{pkg: "follower", allow: []string{"std", "kerr"}, noClock: true,
 		// Pure: no disk, network, process or randomness of its own.
 		deny: []string{"os", "os/...", "net", "net/...", "io/fs", "syscall", "math/rand", "math/rand/v2"}},
+	// Principals, credentials and ACLs: nothing of this module.
+	{pkg: "authz", allow: []string{"std", "scram"}},
 	{pkg: "wire", allow: []string{"std", "kmsg", "kerr", "wire/batch"}},
-	{pkg: "wire/server", allow: []string{"std", "kmsg", "kerr", "wire/batch"},
+	{pkg: "wire/server", allow: []string{"std", "kmsg", "kerr", "wire/batch", "authz"},
 		// Read-only: no storage (it declares its own Log), no files, no
 		// reflection or unsafe to reach past that interface.
 		deny: []string{"os", "os/...", "io/fs", "syscall", "reflect", "unsafe"}},
@@ -77,7 +80,7 @@ var layers = []layer{
 	{pkg: "lostfound", allow: []string{"std", "storage", "cluster", "wire", "kgo", "kmsg"}},
 	// Reads only, except --scenario failover, which writes to its own scratch topic.
 	{pkg: "probe", allow: []string{"std", "cluster", "wire", "wire/batch", "kgo", "kmsg", "kerr", "kadm"}},
-	{pkg: "metrics", allow: []string{"std", "client_golang", "fetcher", "follower", "wire", "kmsg"}},
+	{pkg: "metrics", allow: []string{"std", "client_golang", "fetcher", "follower", "wire", "kmsg", "wire/server", "authz"}},
 	{pkg: "cmd/kfollower", allow: []string{"*"}},
 	{pkg: "integration/...", allow: []string{"*"}},
 	{pkg: "bench", allow: []string{"*"}},

@@ -4,8 +4,10 @@
 // registry; the caller passes a prometheus.Registerer.
 //
 // NewFetcherObserver turns what the fetcher reports into those counters
-// and histograms, so the fetcher never imports metrics.
+// and histograms, so the fetcher never imports metrics. NewServeObserver
+// does the same for the served endpoint (wire/server's Observer): the
+// kfollower_serve_* series.
 //
-// May import: client_golang, and the packages whose types the fetcher's
-// observer hands over (fetcher, follower, wire, kmsg).
+// May import: client_golang, and the packages whose types the observers
+// are handed (fetcher, follower, wire, kmsg; wire/server and authz).
 package metrics

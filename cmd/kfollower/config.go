@@ -57,6 +57,7 @@ type config struct {
 	ServeAdvertise string
 	ServeNodeID    int
 	ServeGroups    string
+	serveSecurity  // serve_sec.go
 }
 
 // listFlag is a comma-separated list; a YAML sequence is accepted too.

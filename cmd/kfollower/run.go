@@ -265,7 +265,7 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) (runErr error) {
 		return err
 	}
 	if serveLn != nil {
-		if ep, err = newEndpoint(ctx, cfg, serveLn, mgr, logger, upstreamOpts, reg); err != nil {
+		if ep, err = newEndpoint(ctx, cfg, serveLn, mgr, logger, upstreamOpts, reg, client); err != nil {
 			return err
 		}
 		// A listener that fails for good stops the whole daemon.

@@ -27,13 +27,14 @@ import (
 
 // serveFlags binds the --serve settings.
 func (c *config) serveFlags(fs *flag.FlagSet) {
-	fs.StringVar(&c.Serve, "serve", c.Serve, "`address` to serve the local copy on as a read-only Kafka broker (host:port, bound exactly as given: :9092 listens on every interface; default: off)")
+	fs.StringVar(&c.Serve, "serve", c.Serve, "`address` to serve the local copy on as a read-only Kafka broker (host:port; :9092 binds loopback only, 0.0.0.0:9092 every interface, which needs client authentication or --serve-allow-anonymous; default: off)")
 	fs.StringVar(&c.ServeAdvertise, "serve-advertise", c.ServeAdvertise, "`host:port` that Kafka clients are told to connect to (default: the --serve address, which then must name a host)")
 	fs.IntVar(&c.ServeNodeID, "serve-node-id", c.ServeNodeID, "broker `id` the served one-broker cluster names")
 	if c.ServeGroups == "" {
 		c.ServeGroups = "off"
 	}
 	fs.Var(enumFlag{&c.ServeGroups, []string{"off", "upstream"}}, "serve-groups", "consumer groups on the served endpoint: `mode` off (refused: assign partitions) or upstream (group requests forwarded to the cluster, which keeps group state and committed offsets)")
+	c.serveSecurityFlags(fs)
 }
 
 // checkServe validates the --serve settings without touching the network.
@@ -45,7 +46,7 @@ func (c *config) checkServe() error {
 		if c.ServeGroups == "upstream" {
 			return errors.New("--serve-groups upstream needs --serve")
 		}
-		return nil
+		return c.checkServeSecurity()
 	}
 	host, err := hostPort("--serve", c.Serve, true)
 	if err != nil {
@@ -55,13 +56,13 @@ func (c *config) checkServe() error {
 		if _, err := hostPort("--serve-advertise", c.ServeAdvertise, false); err != nil {
 			return err
 		}
-	} else if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+	} else if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
 		return fmt.Errorf("--serve %s listens on every interface: give --serve-advertise HOST:PORT, the address clients are to connect to", c.Serve)
 	}
 	if c.ServeNodeID < 0 || c.ServeNodeID > 1<<31-1 {
 		return fmt.Errorf("--serve-node-id %d: want 0 to 2147483647", c.ServeNodeID)
 	}
-	return nil
+	return c.checkServeSecurity()
 }
 
 // hostPort checks a host:port flag value; an empty host is allowed only
@@ -87,6 +88,10 @@ type endpoint struct {
 	status serveStatus
 	done   chan struct{}
 	err    error // valid once done is closed
+	cfg    *config
+	logger *slog.Logger
+	client *kgo.Client // the follower's, for --serve-acl-upstream
+	acl    aclWatcher
 	// fail stops the daemon when the server ends on its own.
 	fail context.CancelFunc
 	// fwd forwards group requests upstream (--serve-groups upstream);
@@ -101,6 +106,9 @@ type serveStatus struct {
 	NodeID     int32  `json:"node_id"`
 	ClusterID  string `json:"cluster_id"`
 	Groups     string `json:"groups"` // --serve-groups
+	// OpenConnections is the client connections open now.
+	OpenConnections int            `json:"open_connections"`
+	Security        securityStatus `json:"security"`
 }
 
 // listenServe binds the --serve address; it runs before the data dir is
@@ -109,9 +117,9 @@ func listenServe(cfg *config) (net.Listener, error) {
 	if cfg.Serve == "" {
 		return nil, nil
 	}
-	ln, err := net.Listen("tcp", cfg.Serve)
+	ln, err := net.Listen("tcp", serveListen(cfg.Serve))
 	if err != nil {
-		return nil, fmt.Errorf("listening for Kafka clients (--serve) on %s: %w", cfg.Serve, err)
+		return nil, fmt.Errorf("listening for Kafka clients (--serve) on %s: %w", serveListen(cfg.Serve), err)
 	}
 	return ln, nil
 }
@@ -120,17 +128,18 @@ func listenServe(cfg *config) (net.Listener, error) {
 // from, or created in, the data dir, which must be locked. With
 // --serve-groups upstream it forwards group requests to the cluster
 // through clients made with upstream (the cluster's seeds, TLS and SASL),
-// reporting to metrics on reg.
-func newEndpoint(ctx context.Context, cfg *config, ln net.Listener, mgr *fetcher.Manager, logger *slog.Logger, upstream []kgo.Opt, reg prometheus.Registerer) (*endpoint, error) {
+// reporting to metrics on reg; client is the follower's, for
+// --serve-acl-upstream.
+func newEndpoint(ctx context.Context, cfg *config, ln net.Listener, mgr *fetcher.Manager, logger *slog.Logger, upstream []kgo.Opt, reg prometheus.Registerer, client *kgo.Client) (*endpoint, error) {
 	id, err := loadClusterID(cfg.DataDir)
 	if err != nil {
 		return nil, err
 	}
 	adv := cfg.ServeAdvertise
 	if adv == "" {
-		// checkServe made sure the listen address names a host; its
+		// checkServe made sure the listen address is no wildcard; its
 		// port is the bound one (":0" in tests).
-		host, _, _ := net.SplitHostPort(cfg.Serve)
+		host, _, _ := net.SplitHostPort(serveListen(cfg.Serve))
 		_, port, _ := net.SplitHostPort(ln.Addr().String())
 		adv = net.JoinHostPort(host, port)
 	}
@@ -153,7 +162,13 @@ func newEndpoint(ctx context.Context, cfg *config, ln net.Listener, mgr *fetcher
 		gs = fwd
 	}
 	dec := kgo.DefaultDecompressor()
-	srv, err := server.New(server.Config{
+	if cfg.sec == nil { // run checked the config; a test may not have
+		if err := cfg.checkServeSecurity(); err != nil {
+			return nil, err
+		}
+	}
+	slogger := logger.With("component", "serve")
+	scfg := server.Config{
 		NodeID: int32(cfg.ServeNodeID), Advertise: adv, ClusterID: id,
 		Catalog: serveCatalog{mgr},
 		// ListOffsets by timestamp looks at the records of a compressed
@@ -161,16 +176,22 @@ func newEndpoint(ctx context.Context, cfg *config, ln net.Listener, mgr *fetcher
 		Decompress: func(codec batch.Compression, data []byte) ([]byte, error) {
 			return dec.Decompress(data, kgo.CompressionCodecType(codec))
 		},
-		Groups: gs,
-		Logger: logger.With("component", "serve"),
-	})
+		Groups:   gs,
+		Logger:   slogger,
+		Observer: metrics.NewServeObserver(reg),
+	}
+	cfg.securityConfig(&scfg)
+	srv, err := server.New(scfg)
 	if err != nil {
 		if fwd != nil {
 			fwd.Close()
 		}
 		return nil, fmt.Errorf("--serve: %w", err)
 	}
-	return &endpoint{ln: ln, srv: srv, fwd: fwd, done: make(chan struct{}), status: serveStatus{
+	for _, w := range cfg.securityWarnings() {
+		slogger.Warn(w)
+	}
+	return &endpoint{ln: ln, srv: srv, fwd: fwd, done: make(chan struct{}), cfg: cfg, logger: slogger, client: client, status: serveStatus{
 		Address: ln.Addr().String(), Advertised: adv, NodeID: int32(cfg.ServeNodeID), ClusterID: id, Groups: cfg.ServeGroups,
 	}}, nil
 }
@@ -184,6 +205,16 @@ func (e *endpoint) notify(tp wire.TopicPartition) { e.srv.Notify(tp.Topic, tp.Pa
 // fetcher is stopped too and e.err says why.
 func (e *endpoint) run(ctx context.Context) context.Context {
 	mctx, stopFetcher := context.WithCancel(context.WithoutCancel(ctx))
+	if f := e.cfg.sec.acl; f != nil {
+		e.acl.start(ctx, f, e.cfg.ServeACLReloadInterval, e.logger)
+	}
+	if u := e.cfg.sec.upstream; u != nil {
+		e.acl.wg.Add(1)
+		go func() {
+			defer e.acl.wg.Done()
+			u.run(ctx, e.client, e.logger)
+		}()
+	}
 	go func() {
 		defer close(e.done)
 		defer stopFetcher()
@@ -201,6 +232,7 @@ func (e *endpoint) run(ctx context.Context) context.Context {
 // wait returns the server's error once it has stopped.
 func (e *endpoint) wait() error {
 	<-e.done
+	e.acl.wg.Wait()
 	if e.err != nil {
 		return fmt.Errorf("serving Kafka clients on %s: %w", e.status.Address, e.err)
 	}
@@ -330,6 +362,8 @@ func (e *endpoint) statusFunc() func() *serveStatus {
 			return nil
 		}
 		st := e.status
+		st.OpenConnections = e.srv.OpenConnections()
+		st.Security = e.cfg.securityStatus()
 		return &st
 	}
 }

@@ -75,6 +75,7 @@ func handleFetch(ctx context.Context, cc *conn, kreq kmsg.Request) (kmsg.Respons
 	}
 	s := cc.s
 	parts := s.resolveFetch(req, resp)
+	cc.authorizeFetch(parts)
 
 	maxBytes := int(s.cfg.FetchMaxBytes)
 	if req.Version >= 3 {

@@ -86,6 +86,7 @@ func handleListOffsets(_ context.Context, cc *conn, kreq kmsg.Request) (kmsg.Res
 		}
 		resp.Topics = append(resp.Topics, t)
 	}
+	cc.authorizeListOffsets(resp)
 	return resp, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/kfollower/kfollower/authz"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -23,7 +24,10 @@ import (
 //   - An unknown topic is UNKNOWN_TOPIC_OR_PARTITION: nothing is ever
 //     created (AllowAutoTopicCreation is ignored).
 //   - Authorized operations (v8+, when asked): READ and DESCRIBE on topics,
-//     DESCRIBE on the cluster, as for a principal that may only consume.
+//     DESCRIBE on the cluster, as for a principal that may only consume;
+//     under an Authorizer, those the principal is granted.
+//   - Under an Authorizer only topics the principal may DESCRIBE are
+//     answered (authorize.go).
 
 func init() { register(3, 0, handleMetadata) }
 
@@ -45,15 +49,18 @@ func handleMetadata(_ context.Context, cc *conn, kreq kmsg.Request) (kmsg.Respon
 	resp.ClusterID = &clusterID
 	resp.ControllerID = cfg.NodeID
 	if req.Version >= 8 && req.Version <= 10 && req.IncludeClusterAuthorizedOperations {
-		resp.AuthorizedOperations = aclDescribe
+		resp.AuthorizedOperations = cc.clusterOperations()
 	}
+	describe := cc.topicAuth(authz.Describe)
 
 	topics := cfg.Catalog.Topics()
 	slices.SortFunc(topics, func(a, b Topic) int { return strings.Compare(a.Name, b.Name) })
 	all := req.Topics == nil || req.Version == 0 && len(req.Topics) == 0
 	if all {
 		for _, t := range topics {
-			resp.Topics = append(resp.Topics, cc.s.topicMetadata(req, t))
+			if cc.s.cfg.Authorizer == nil || cc.authorized(authz.Describe, authz.Topic, t.Name, true) {
+				resp.Topics = append(resp.Topics, cc.topicMetadata(req, t))
+			}
 		}
 		return resp, nil
 	}
@@ -66,7 +73,14 @@ func handleMetadata(_ context.Context, cc *conn, kreq kmsg.Request) (kmsg.Respon
 	for _, rt := range req.Topics {
 		if rt.Topic == nil {
 			if t, ok := byID[rt.TopicID]; ok && rt.TopicID != ([16]byte{}) {
-				resp.Topics = append(resp.Topics, cc.s.topicMetadata(req, t))
+				if !describe.ok(t.Name) {
+					mt := kmsg.NewMetadataResponseTopic()
+					mt.ErrorCode = kerr.TopicAuthorizationFailed.Code
+					mt.TopicID = rt.TopicID
+					resp.Topics = append(resp.Topics, mt)
+					continue
+				}
+				resp.Topics = append(resp.Topics, cc.topicMetadata(req, t))
 				continue
 			}
 			mt := kmsg.NewMetadataResponseTopic()
@@ -75,11 +89,17 @@ func handleMetadata(_ context.Context, cc *conn, kreq kmsg.Request) (kmsg.Respon
 			resp.Topics = append(resp.Topics, mt)
 			continue
 		}
-		if t, ok := byName[*rt.Topic]; ok {
-			resp.Topics = append(resp.Topics, cc.s.topicMetadata(req, t))
+		mt := kmsg.NewMetadataResponseTopic()
+		if !describe.ok(*rt.Topic) {
+			mt.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			mt.Topic = kmsg.StringPtr(*rt.Topic)
+			resp.Topics = append(resp.Topics, mt)
 			continue
 		}
-		mt := kmsg.NewMetadataResponseTopic()
+		if t, ok := byName[*rt.Topic]; ok {
+			resp.Topics = append(resp.Topics, cc.topicMetadata(req, t))
+			continue
+		}
 		mt.ErrorCode = kerr.UnknownTopicOrPartition.Code
 		mt.Topic = kmsg.StringPtr(*rt.Topic)
 		resp.Topics = append(resp.Topics, mt)
@@ -87,13 +107,14 @@ func handleMetadata(_ context.Context, cc *conn, kreq kmsg.Request) (kmsg.Respon
 	return resp, nil
 }
 
-func (s *Server) topicMetadata(req *kmsg.MetadataRequest, t Topic) kmsg.MetadataResponseTopic {
+func (cc *conn) topicMetadata(req *kmsg.MetadataRequest, t Topic) kmsg.MetadataResponseTopic {
+	s := cc.s
 	self := s.cfg.NodeID
 	mt := kmsg.NewMetadataResponseTopic()
 	mt.Topic = kmsg.StringPtr(t.Name)
 	mt.TopicID = t.ID
 	if req.Version >= 8 && req.IncludeTopicAuthorizedOperations {
-		mt.AuthorizedOperations = aclRead | aclDescribe
+		mt.AuthorizedOperations = cc.topicOperations(t.Name)
 	}
 	for p := range t.Partitions {
 		mp := kmsg.NewMetadataResponseTopicPartition()

@@ -17,9 +17,11 @@ func TestAdvertised(t *testing.T) {
 		2:  1, // ListOffsets
 		3:  0, // Metadata
 		10: 0, // FindCoordinator
+		17: 0, // SaslHandshake: Kafka advertises it on every listener
 		18: 0, // ApiVersions
 		22: 0, // InitProducerId
 		23: 2, // OffsetForLeaderEpoch
+		36: 0, // SaslAuthenticate
 		60: 0, // DescribeCluster
 	}
 	got := advertisedKeys(nil)

@@ -47,6 +47,7 @@ func handleOffsetForLeaderEpoch(_ context.Context, cc *conn, kreq kmsg.Request) 
 		}
 		resp.Topics = append(resp.Topics, t)
 	}
+	cc.authorizeOffsetForLeaderEpoch(resp)
 	return resp, nil
 }
 

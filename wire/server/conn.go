@@ -11,6 +11,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/kfollower/kfollower/authz"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -23,47 +24,110 @@ type conn struct {
 	c      net.Conn
 	adv    broker
 	remote string
+	host   string       // the client's IP, for ACL hosts and the per-IP limit
 	frame  bytes.Buffer // the request being read, reused
 	out    []byte       // the response being written, reused
 	groups GroupSession // this connection's group forwarding, opened on first use (groups.go)
+
+	// principal is who the client is: User:ANONYMOUS until a client
+	// certificate or SASL names someone.
+	principal string
+	auth      authState
+	exchange  authz.Exchange // the SASL exchange under way
+	mechanism string
+	// closeAfter, set by a handler, closes the connection once its
+	// answer is written (a failed authentication).
+	closeAfter error
 }
 
-func newConn(s *Server, c net.Conn, adv broker) *conn {
-	return &conn{s: s, c: c, adv: adv, remote: c.RemoteAddr().String()}
+func newConn(s *Server, c net.Conn, adv broker, host string) *conn {
+	return &conn{s: s, c: c, adv: adv, remote: c.RemoteAddr().String(), host: host, principal: authz.Anonymous}
 }
 
 // serve answers requests until the client goes away, sends something that
 // is not a request this server takes, or ctx ends; then it closes the
 // connection. A panic in a handler closes this connection only.
 func (cc *conn) serve(ctx context.Context) {
-	defer cc.c.Close()
+	defer func() { cc.c.Close() }()
 	defer cc.closeGroups()
 	defer func() {
 		if r := recover(); r != nil {
 			cc.s.log.Error("panic answering a request; closing the connection", "remote", cc.remote, "panic", r, "stack", string(debug.Stack()))
 		}
 	}()
+	if err := cc.start(ctx); err != nil {
+		cc.closing(err)
+		return
+	}
 	for {
 		frame, err := cc.readFrame()
 		if err != nil {
 			cc.closing(err)
 			return
 		}
-		if err := cc.answer(ctx, frame); err != nil {
+		if cc.auth == authRawTokens {
+			err = cc.rawToken(ctx, frame)
+		} else {
+			err = cc.answer(ctx, frame)
+		}
+		if err != nil {
 			cc.closing(err)
 			return
+		}
+		if cc.frame.Cap() > 1<<20 {
+			cc.frame = bytes.Buffer{} // keep a large request's buffer no longer than it is needed
 		}
 	}
 }
 
-// closing logs why the connection ends: a client that hangs up or idles
-// out quietly, anything else (bad input, a refused request) at Info.
+// closing logs why the connection ends, and counts bad input: a client
+// that hangs up quietly, anything else (bad input, a refused request) at
+// Info.
 func (cc *conn) closing(err error) {
-	if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, context.Canceled) {
+	if reason := badInput(err); reason != "" {
+		cc.s.obs.BadInput(reason)
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, context.Canceled) || errors.Is(err, errIdle) {
 		cc.s.log.Debug("connection closed", "remote", cc.remote, "err", err)
 		return
 	}
-	cc.s.log.Info("closing connection", "remote", cc.remote, "err", err)
+	cc.s.log.Info("closing connection", "remote", cc.remote, "principal", cc.principal, "err", err)
+}
+
+// errIdle is a connection that sent nothing for IdleTimeout
+// (connections.max.idle.ms): closed, as Kafka's Selector closes it.
+var errIdle = errors.New("idle for too long")
+
+// BadIdle counts the connections closed idle.
+const BadIdle = "idle"
+
+// badInput is the Observer reason for an error that closes a connection,
+// "" for a client that hung up or a server that stopped.
+func badInput(err error) string {
+	var ne net.Error
+	switch {
+	case errors.Is(err, errIdle):
+		return BadIdle
+	case errors.Is(err, errFrameSize):
+		return BadFrameSize
+	case errors.Is(err, errMalformed), errors.Is(err, io.ErrUnexpectedEOF):
+		return BadMalformed
+	case errors.Is(err, errUnknownKey):
+		return BadUnknownKey
+	case errors.Is(err, errVersion):
+		return BadVersion
+	case errors.Is(err, errBeforeAuth):
+		return BadBeforeAuth
+	case errors.Is(err, errAuthFailed):
+		return BadAuthFailed
+	case errors.Is(err, errTLS):
+		return BadTLS
+	case errors.Is(err, errNotAnswered):
+		return BadUnanswerable
+	case errors.As(err, &ne) && ne.Timeout():
+		return BadTimeout
+	}
+	return ""
 }
 
 // errFrameSize is a size prefix that is negative, too small for a header,
@@ -77,12 +141,28 @@ var errFrameSize = errors.New("invalid request size")
 func (cc *conn) readFrame() ([]byte, error) {
 	cc.c.SetReadDeadline(time.Now().Add(cc.s.cfg.IdleTimeout))
 	var size [4]byte
-	if _, err := io.ReadFull(cc.c, size[:]); err != nil {
+	if got, err := io.ReadFull(cc.c, size[:]); err != nil {
+		var ne net.Error
+		if got == 0 && errors.As(err, &ne) && ne.Timeout() {
+			return nil, fmt.Errorf("%w (%v)", errIdle, cc.s.cfg.IdleTimeout)
+		}
+		if got > 0 && errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
 		return nil, err
 	}
 	n := int32(binary.BigEndian.Uint32(size[:]))
-	if n < minHeaderSize || n > cc.s.cfg.MaxRequestBytes {
-		return nil, fmt.Errorf("%w: %d bytes (at most %d)", errFrameSize, n, cc.s.cfg.MaxRequestBytes)
+	limit, least := cc.s.cfg.MaxRequestBytes, int32(minHeaderSize)
+	if cc.auth != authDone {
+		// Before authentication a request is SASL's, and small
+		// (SaslServerAuthenticator's saslAuthRequestMaxReceiveSize).
+		limit = cc.s.cfg.MaxAuthBytes
+	}
+	if cc.auth == authRawTokens {
+		least = 0 // a raw SASL token has no header, and may be empty
+	}
+	if n < least || n > limit {
+		return nil, fmt.Errorf("%w: %d bytes (at most %d)", errFrameSize, n, limit)
 	}
 	cc.frame.Reset()
 	if _, err := io.CopyN(&cc.frame, cc.c, int64(n)); err != nil {
@@ -97,6 +177,10 @@ func (cc *conn) readFrame() ([]byte, error) {
 // answer parses one request, answers it and writes the answer. An error
 // closes the connection.
 func (cc *conn) answer(ctx context.Context, frame []byte) error {
+	start := time.Now()
+	if err := cc.mayAsk(frame); err != nil {
+		return err
+	}
 	h, req, err := parseRequest(frame)
 	if err != nil {
 		return err
@@ -106,14 +190,32 @@ func (cc *conn) answer(ctx context.Context, frame []byte) error {
 		return fmt.Errorf("%s v%d (correlation id %d): %w", kmsg.NameForKey(h.key), h.version, h.correlationID, err)
 	}
 	cc.out = appendResponse(cc.out[:0], h.correlationID, resp)
-	cc.c.SetWriteDeadline(time.Now().Add(cc.s.cfg.IdleTimeout))
-	if _, err := cc.c.Write(cc.out); err != nil {
+	if err := cc.write(ctx, cc.out); err != nil {
 		return fmt.Errorf("writing the answer to %s v%d: %w", kmsg.NameForKey(h.key), h.version, err)
 	}
+	cc.s.obs.Request(h.key, errorCode(resp), time.Since(start), len(cc.out))
 	if cap(cc.out) > 1<<20 {
 		cc.out = nil // keep a large Fetch answer's buffer no longer than it is needed
 	}
-	return nil
+	return cc.closeAfter
+}
+
+// write writes one answer, within IdleTimeout. An answer that ends the
+// connection for a failed authentication is first held back
+// FailedAuthDelay.
+func (cc *conn) write(ctx context.Context, b []byte) error {
+	if cc.closeAfter != nil && errors.Is(cc.closeAfter, errAuthFailed) && cc.s.cfg.FailedAuthDelay > 0 {
+		t := time.NewTimer(cc.s.cfg.FailedAuthDelay)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+	}
+	cc.c.SetWriteDeadline(time.Now().Add(cc.s.cfg.IdleTimeout))
+	_, err := cc.c.Write(b)
+	return err
 }
 
 // requestHeader is Kafka's request header (RequestHeaderData): v1 is key,

@@ -9,8 +9,8 @@
 // the upstream topic ids, with the served leader epoch the Catalog gives.
 //
 // May import: the standard library (no file system, no reflection: the
-// layers test denies os, io/fs, syscall, reflect and unsafe), kmsg, kerr
-// and wire/batch. It never imports storage: it declares the read-only Log
+// layers test denies os, io/fs, syscall, reflect and unsafe), kmsg, kerr,
+// wire/batch and authz. It never imports storage: it declares the read-only Log
 // it needs, which *storage.Log and *storage.View satisfy, and a Log has no
 // method that appends, truncates or deletes (TestLogIsReadOnly), so the
 // server cannot change the data it serves.
@@ -30,6 +30,29 @@
 // a frame above Config.MaxRequestBytes or a request that does not parse
 // closes that connection, as Kafka's SocketServer does; no other
 // connection notices.
+//
+// # Security
+//
+// As a Kafka listener: Config.TLS makes it SSL (mutual TLS with client
+// certificates required, the certificate naming the principal through
+// Config.CertPrincipal), Config.SASL makes it SASL_PLAINTEXT or SASL_SSL
+// (SaslHandshake v0-1, SaslAuthenticate v0-2, KIP-152; before
+// authentication only ApiVersions and the SASL keys are taken, each at
+// most Config.MaxAuthBytes; a failure is SASL_AUTHENTICATION_FAILED with
+// Kafka's message, then the connection closes). Config.Authorizer decides
+// what each principal may describe and read, with KafkaApis' checks per
+// key (authorize.go). Authentications and denials are audit lines, at a
+// bounded rate (auditLog), and go to Config.Observer.
+//
+// # Limits
+//
+// Config.MaxConnections and MaxConnectionsPerIP close a connection above
+// them as it is accepted; a request's size is capped (MaxRequestBytes, or
+// MaxAuthBytes before authentication) and read into a buffer that grows
+// only as bytes arrive and is dropped after a large request; one answer
+// is in memory at a time, capped by FetchMaxBytes; a connection idle, or
+// slow to send a request or to finish the TLS handshake, for IdleTimeout
+// is closed. Each closing for bad input is counted by reason (Observer).
 //
 // # Offsets and epochs
 //
@@ -56,7 +79,8 @@
 // read_committed answers LSO = high watermark with no aborted
 // transactions: there is no .txnindex yet. ListOffsets by timestamp and
 // max timestamp scan the batches from the log start (a Log has no time
-// index). No TLS, SASL, fetch sessions, sendfile or metrics.
+// index). No fetch sessions, sendfile, SASL re-authentication (KIP-368),
+// OAUTHBEARER or GSSAPI.
 //
 // # Concurrency
 //

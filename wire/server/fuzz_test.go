@@ -4,8 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"io"
+	"log/slog"
+	"net"
 	"slices"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/kfollower/kfollower/authz"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -134,6 +141,70 @@ func FuzzAnswer(f *testing.F) {
 		back.SetVersion(resp.GetVersion())
 		if err := back.ReadFrom(body); err != nil {
 			t.Fatalf("%s v%d: the answer does not decode: %v", kmsg.NameForKey(h.key), resp.GetVersion(), err)
+		}
+	})
+}
+
+// panicLog counts the Error lines, which only a recovered panic writes.
+type panicLog struct {
+	slog.Handler
+	n *atomic.Int32
+}
+
+func (h panicLog) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level >= slog.LevelError {
+		h.n.Add(1)
+	}
+	return nil
+}
+func (h panicLog) Enabled(context.Context, slog.Level) bool { return true }
+func (h panicLog) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h panicLog) WithGroup(string) slog.Handler            { return h }
+
+// FuzzSASLConn: whatever bytes a client sends to a connection that must
+// authenticate, the connection neither panics nor outlives the client,
+// and the bytes authenticate no one (they hold no password).
+func FuzzSASLConn(f *testing.F) {
+	hs := kmsg.NewPtrSASLHandshakeRequest()
+	hs.Version, hs.Mechanism = 1, "SCRAM-SHA-256"
+	auth := kmsg.NewPtrSASLAuthenticateRequest()
+	auth.SASLAuthBytes = []byte("n,,n=alice,r=abcdefgh")
+	plainHS := kmsg.NewPtrSASLHandshakeRequest()
+	plainHS.Mechanism = "PLAIN"
+	f.Add(append(frame(1, hs), frame(2, auth)...))
+	f.Add(append(frame(1, plainHS), 0, 0, 0, 5, 0, 'a', 0, 'b', 'c'))
+	f.Add(append(frame(1, kmsg.NewPtrApiVersionsRequest()), frame(2, kmsg.NewPtrMetadataRequest())...))
+	for _, s := range seedFrames() {
+		f.Add(binary.BigEndian.AppendUint32(nil, uint32(len(s))))
+	}
+	creds, err := authz.ParseCredentials("c", []byte("alice password=alice-pw\n"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	var panics atomic.Int32
+	s, err := New(Config{Catalog: newCatalog(), ClusterID: "c", SASL: creds, FailedAuthDelay: -1,
+		IdleTimeout: 10 * time.Second, Logger: slog.New(panicLog{n: &panics})})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		srv, cl := net.Pipe()
+		cc := newConn(s, srv, broker{"localhost", 9092}, "127.0.0.1")
+		done := make(chan struct{})
+		go func() { defer close(done); cc.serve(context.Background()) }()
+		go func() { io.Copy(io.Discard, cl) }()
+		cl.Write(in)
+		cl.Close()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			t.Fatal("the connection outlived its client")
+		}
+		if panics.Load() > 0 {
+			t.Fatal("a panic was recovered")
+		}
+		if cc.principal != authz.Anonymous {
+			t.Fatalf("random bytes authenticated %s", cc.principal)
 		}
 	})
 }

@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kfollower/kfollower/authz"
 	"github.com/kfollower/kfollower/wire/batch"
 )
 
@@ -104,15 +107,56 @@ type Config struct {
 	// (groups.go). Nil: they are not served and FindCoordinator refuses
 	// groups.
 	Groups Groups
-	// Logger gets connection errors. Nil: discarded.
+	// Logger gets connection errors and the audit lines. Nil: discarded.
 	Logger *slog.Logger
+
+	// TLS, if set, makes every connection TLS, as Kafka's SSL and
+	// SASL_SSL listeners: the handshake comes first, within IdleTimeout.
+	// With ClientAuth tls.RequireAndVerifyClientCert it is mutual TLS,
+	// and the client certificate names the principal (through
+	// CertPrincipal) unless SASL does.
+	TLS *tls.Config
+	// CertPrincipal maps a verified client certificate to its principal;
+	// an error fails the connection's authentication. Nil: User:<the
+	// subject's RFC 2253 name>, Kafka's DEFAULT rule.
+	CertPrincipal func(*x509.Certificate) (string, error)
+	// SASL, if set, makes every connection authenticate (SaslHandshake,
+	// then SaslAuthenticate, KIP-152) before any request but ApiVersions;
+	// the principal is then User:<the SASL user>.
+	SASL authz.Authenticator
+	// Authorizer, if set, decides what each principal may describe and
+	// read (docs of authorize.go). Nil: every client may read every
+	// served topic, as from a broker without an authorizer.
+	Authorizer authz.Authorizer
+
+	// MaxConnections and MaxConnectionsPerIP cap the connections open at
+	// once, in total and from one client IP (Kafka's max.connections and
+	// max.connections.per.ip); one above either is closed as it is
+	// accepted. Zero: no cap.
+	MaxConnections      int
+	MaxConnectionsPerIP int
+	// MaxAuthBytes caps a request's size before a SASL connection has
+	// authenticated (sasl.server.max.receive.size).
+	MaxAuthBytes int32
+	// FailedAuthDelay is how long a failed authentication's answer is
+	// held back before the connection closes
+	// (connection.failed.authentication.delay.ms), so that guessing
+	// passwords is slow. Zero: 100ms, Kafka's default; negative: none.
+	FailedAuthDelay time.Duration
+
+	// Observer is told about connections, requests, authentications and
+	// denials, for metrics. Nil: nobody.
+	Observer Observer
 }
 
 // Server answers the Kafka protocol over a Catalog. Create it with New.
 type Server struct {
-	cfg   Config
-	log   *slog.Logger
-	waits waiters
+	cfg    Config
+	log    *slog.Logger
+	audit  auditLog
+	obs    Observer
+	waits  waiters
+	quotas quotas
 }
 
 // New checks cfg and returns a Server; call Serve to accept connections.
@@ -137,10 +181,26 @@ func New(cfg Config) (*Server, error) {
 	if cfg.IdleTimeout <= 0 {
 		cfg.IdleTimeout = DefaultIdleTimeout
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger}
+	if cfg.MaxAuthBytes <= 0 {
+		cfg.MaxAuthBytes = DefaultMaxAuthBytes
+	}
+	if cfg.FailedAuthDelay == 0 {
+		cfg.FailedAuthDelay = 100 * time.Millisecond
+	}
+	if cfg.MaxConnections < 0 || cfg.MaxConnectionsPerIP < 0 {
+		return nil, errors.New("server: negative connection limit")
+	}
+	if cfg.TLS != nil && len(cfg.TLS.Certificates) == 0 && cfg.TLS.GetCertificate == nil && cfg.TLS.GetConfigForClient == nil {
+		return nil, errors.New("server: Config.TLS has no certificate")
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, obs: cfg.Observer}
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	if s.obs == nil {
+		s.obs = nopObserver{}
+	}
+	s.audit.log = s.log
 	return s, nil
 }
 
@@ -243,15 +303,26 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			continue
 		}
 		delay = 0
+		host := remoteHost(c)
+		if reason := s.acquire(host); reason != "" {
+			s.obs.Rejected(reason)
+			s.log.Debug("connection refused", "remote", c.RemoteAddr().String(), "reason", reason)
+			c.Close()
+			continue
+		}
 		if !conns.add(c) {
+			s.release(host)
 			c.Close()
 			return nil
 		}
+		s.obs.Opened()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer s.obs.Closed()
+			defer s.release(host)
 			defer conns.remove(c)
-			newConn(s, c, adv).serve(ctx)
+			newConn(s, c, adv, host).serve(ctx)
 		}()
 	}
 }
