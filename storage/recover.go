@@ -58,7 +58,8 @@ func (l *Log) recover() error {
 			if err := l.fsys.Remove(filepath.Join(l.dir, name)); err != nil {
 				return fmt.Errorf("removing leftover %s: %w", name, err)
 			}
-		case strings.HasSuffix(name, indexSuffix) || strings.HasSuffix(name, timeIndexSuffix):
+		case strings.HasSuffix(name, indexSuffix) || strings.HasSuffix(name, timeIndexSuffix) ||
+			strings.HasSuffix(name, txnIndexSuffix) || strings.HasSuffix(name, txnStateSuffix):
 			indexes = append(indexes, name)
 		default:
 			if b, ok := parseSegmentName(name); ok {
@@ -119,7 +120,7 @@ func (l *Log) recover() error {
 			keep = 0 // the first segment stays, to be cut (or found below the start)
 		}
 		for _, b := range bases[keep+1:] {
-			for _, suf := range []string{indexSuffix, timeIndexSuffix, logSuffix} {
+			for _, suf := range []string{indexSuffix, timeIndexSuffix, txnIndexSuffix, txnStateSuffix, logSuffix} {
 				if err := l.fsys.Remove(filepath.Join(l.dir, segmentName(b, suf))); err != nil && !isNotExist(err) {
 					return fmt.Errorf("finishing truncation of %s: %w", l.tp(), err)
 				}
@@ -167,7 +168,7 @@ func (l *Log) recover() error {
 	}
 
 	if len(l.segs) == 0 {
-		s, err := createSegment(l.fsys, l.dir, max(logStart, 0), l.opts.IndexIntervalBytes, l.opts.Now())
+		s, err := l.createSegment(max(logStart, 0))
 		if err != nil {
 			return err
 		}
@@ -200,6 +201,9 @@ func (l *Log) recover() error {
 	}
 	if err := l.deleteSegmentsBelowStart(); err != nil {
 		return fmt.Errorf("deleting segments of %s below %d: %w", l.tp(), l.logStart, err)
+	}
+	if err := l.recoverTxns(); err != nil {
+		return fmt.Errorf("recovering the transactions of %s: %w", l.tp(), err)
 	}
 	if haveIntent {
 		if in.lost != "" {

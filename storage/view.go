@@ -53,6 +53,11 @@ type View struct {
 	durable   int64
 	epochs    Epochs
 	topicID   TopicID
+	// txns are each segment's .txnindex entries (the last segment's
+	// rebuilt from its batches); open and recent as Log's, at end.
+	txns   [][]abortedTxn
+	open   txnState
+	recent []completedTxn
 }
 
 var _ Reader = (*View)(nil)
@@ -165,6 +170,40 @@ func (v *View) load() error {
 		return err
 	}
 	v.epochs = epochs
+	return v.loadTxns()
+}
+
+// loadTxns reads the transaction indexes as Open would leave them: a
+// sealed segment's file when it passes its checks (else rebuilt in
+// memory), the last segment's from its batches up to the view's end. A
+// bad batch there ends the walk: Read reports it.
+func (v *View) loadTxns() error {
+	v.open = txnState{}
+	if len(v.segs) == 0 {
+		return nil
+	}
+	v.txns = make([][]abortedTxn, len(v.segs))
+	for i := range len(v.segs) - 1 {
+		es, _, err := loadSealedTxns(osFS{}, v.ident, v.dir, v.segs, i, false)
+		var ce *CorruptionError
+		if err != nil && !errors.As(err, &ce) {
+			return err
+		}
+		v.txns[i] = es
+	}
+	last := len(v.segs) - 1
+	st, err := txnStateAt(osFS{}, v.ident, v.dir, v.segs, last)
+	var ce *CorruptionError
+	if err != nil && !errors.As(err, &ce) {
+		return err
+	}
+	open, es, done, _ := scanTxns(v.ident, v.segs[last], v.segs[last].size(), st)
+	v.txns[last], v.open = es, open
+	for _, c := range done {
+		if c.last >= v.durable {
+			v.recent = append(v.recent, c)
+		}
+	}
 	return nil
 }
 
@@ -288,6 +327,16 @@ func (v *View) EndOffsetForEpoch(epoch int32) (found int32, end int64) {
 
 // Epochs is the leader-epoch cache.
 func (v *View) Epochs() Epochs { return v.epochs }
+
+// LastStableOffset is Reader.LastStableOffset at the view's DurableEnd.
+func (v *View) LastStableOffset() int64 {
+	return lastStable(v.open, v.recent, v.logStart, v.durable)
+}
+
+// AbortedTransactions is Reader.AbortedTransactions over the view.
+func (v *View) AbortedTransactions(from, to int64) []AbortedTxn {
+	return collectAborted(v.segs, func(i int) []abortedTxn { return v.txns[i] }, from, to)
+}
 
 // Read is Reader.Read over the view.
 func (v *View) Read(offset int64, maxBytes int) ([]byte, error) {
