@@ -50,9 +50,15 @@ func (l *Log) recover() error {
 	}
 	var bases []int64
 	logs := map[int64]bool{}
+	txnIndexes := map[int64]bool{}
 	var indexes []string
 	for _, e := range ents {
 		name := e.Name()
+		if digits, ok := strings.CutSuffix(name, txnIndexSuffix); ok {
+			if b, ok := parseSegmentName(digits + logSuffix); ok {
+				txnIndexes[b] = true
+			}
+		}
 		switch {
 		case strings.HasSuffix(name, tmpSuffix):
 			if err := l.fsys.Remove(filepath.Join(l.dir, name)); err != nil {
@@ -133,6 +139,7 @@ func (l *Log) recover() error {
 		if err != nil {
 			return err
 		}
+		s.txnLost = !txnIndexes[b]
 		l.segs = append(l.segs, s)
 	}
 	floor := int32(-1)

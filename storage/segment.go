@@ -67,6 +67,9 @@ type segment struct {
 	txnf       file
 	txns       []abortedTxn
 	txnWritten int
+	// txnLost is set by Open for a segment whose .txnindex was missing
+	// before it opened the segment's files (which creates it empty).
+	txnLost bool
 }
 
 func (s *segment) path(suffix string) string {

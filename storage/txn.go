@@ -313,15 +313,16 @@ func loadSealedTxns(fsys fileSystem, id ident, dir string, segs []*segment, i in
 		return nil, false, err
 	}
 	if have {
+		// Every segment is created with its .txnindex, so a missing one
+		// was lost (s.txnLost: it was missing before Open created it).
 		data, err := fsys.ReadFile(s.path(txnIndexSuffix))
-		switch {
-		case isNotExist(err):
-			return nil, false, nil // Kafka creates it with the first entry
-		case err != nil:
+		if err != nil && !isNotExist(err) {
 			return nil, false, fmt.Errorf("reading %s: %w", s.path(txnIndexSuffix), err)
 		}
-		if es, err := decodeTxnIndex(data, s.base, segs[i+1].base); err == nil {
-			return es, false, nil
+		if err == nil && !s.txnLost {
+			if es, err := decodeTxnIndex(data, s.base, segs[i+1].base); err == nil {
+				return es, false, nil
+			}
 		}
 	}
 	st, err := txnStateAt(fsys, id, dir, segs, i)
