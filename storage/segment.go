@@ -201,7 +201,26 @@ func (s *segment) writeTxnIndex() error {
 	return nil
 }
 
-// rewriteTxnIndex replaces the .txnindex with the in-memory entries.
+// replaceTxnIndex replaces the .txnindex with the in-memory entries
+// atomically (writeFileAtomic) and reopens it: for a sealed segment,
+// whose file Open trusts.
+func (s *segment) replaceTxnIndex() error {
+	name := segmentName(s.base, txnIndexSuffix)
+	if err := writeFileAtomic(s.fsys, s.dir, name, encodeTxnIndex(s.txns)); err != nil {
+		return err
+	}
+	s.txnf.Close()
+	f, err := s.fsys.OpenFile(s.path(txnIndexSuffix), os.O_RDWR, 0)
+	if err != nil {
+		s.txnf = nil
+		return fmt.Errorf("reopening %s: %w", s.path(txnIndexSuffix), err)
+	}
+	s.txnf, s.txnWritten = f, len(s.txns)
+	return nil
+}
+
+// rewriteTxnIndex replaces the .txnindex with the in-memory entries in
+// place: for the active segment, whose file Open rebuilds anyway.
 func (s *segment) rewriteTxnIndex() error {
 	if err := s.txnf.Truncate(0); err != nil {
 		return fmt.Errorf("truncating %s: %w", s.path(txnIndexSuffix), err)

@@ -94,7 +94,7 @@ func decodeTxnIndex(b []byte, base, next int64) ([]abortedTxn, error) {
 			lso:   int64(binary.BigEndian.Uint64(b[i+26:])),
 		}
 		switch {
-		case e.pid < 0 || e.first < 0 || e.first > e.last || e.last < base || e.last >= next || e.lso <= e.first:
+		case e.pid < 0 || e.first < 0 || e.first > e.last || e.last < base || e.last >= next || e.lso < 0 || e.lso > e.last+1:
 			return nil, fmt.Errorf("transaction index entry %d %+v does not fit the segment [%d, %d)", len(es), e, base, next)
 		case len(es) > 0 && e.last <= es[len(es)-1].last:
 			return nil, fmt.Errorf("transaction index entry %d %+v not after the previous one", len(es), e)
@@ -333,17 +333,17 @@ func loadSealedTxns(fsys fileSystem, id ident, dir string, segs []*segment, i in
 	if err != nil || !write {
 		return es, true, err
 	}
+	// Replaced atomically: rewritten in place, a crash could leave it
+	// empty, which reads as a valid index of no entries. The snapshot
+	// goes after it, so until both are there the next Open rebuilds.
+	s.txns = es
+	if err := s.replaceTxnIndex(); err != nil {
+		return nil, false, err
+	}
 	if !have {
 		if err := writeFileAtomic(fsys, dir, segmentName(s.base, txnStateSuffix), formatTxnState(st)); err != nil {
 			return nil, false, err
 		}
-	}
-	s.txns = es
-	if err := s.rewriteTxnIndex(); err != nil {
-		return nil, false, err
-	}
-	if err := s.txnf.Sync(); err != nil {
-		return nil, false, fmt.Errorf("syncing %s: %w", s.path(txnIndexSuffix), err)
 	}
 	return es, true, nil
 }
