@@ -15,7 +15,7 @@ import (
 // it. Steps, in order (each one's writes are durable before the next):
 //
 //  1. create the directory if needed; delete leftover *.tmp files and
-//     index files whose .log is gone;
+//     index files (.txnindex and .kfollower-txns too) whose .log is gone;
 //  2. read the intent; if it names a lost+found event, put the event in
 //     place (rename its complete temporary directory); delete the
 //     temporary event directories of saves that never reached an intent;
@@ -39,7 +39,11 @@ import (
 //     LogSegment.recover does; then cut the cache to the LEO and from the
 //     log start (LogLoader) and rewrite it if it changed;
 //  7. apply the log start offset (deleting segments wholly below it);
-//  8. list the intent's loss as unreported, then remove the intent file.
+//  8. transactions (txn.go): trust each sealed segment's .txnindex if it
+//     was there and passes its checks and the segment has its snapshot,
+//     else rebuild it from the batches; rebuild the active segment's and
+//     the open transactions from its snapshot and batches;
+//  9. list the intent's loss as unreported, then remove the intent file.
 func (l *Log) recover() error {
 	if err := mkdirAllSynced(l.fsys, l.dir); err != nil {
 		return fmt.Errorf("creating %s: %w", l.dir, err)
