@@ -87,7 +87,11 @@ func (l *Log) appendTxns(s *segment, raw []byte, hs []batch.Header) error {
 	for _, h := range hs {
 		b := raw[pos : pos+h.Size()]
 		pos += h.Size()
-		c, lso, ok := l.txns.apply(h, markerType(h, b))
+		ctrl := int16(-1)
+		if h.Size() <= maxMarkerSize { // as Open's walk reads them (scanTxns)
+			ctrl = markerType(h, b)
+		}
+		c, lso, ok := l.txns.apply(h, ctrl)
 		if !ok {
 			continue
 		}

@@ -255,8 +255,18 @@ func scanTxns(id ident, s *segment, limit int64, st txnState) (txnState, []abort
 	}
 	var es []abortedTxn
 	var done []completedTxn
-	_, err := scanFile(s.log, 0, limit, false, func(h batch.Header, _ int64, b []byte) error {
-		c, lso, ok := st.apply(h, markerType(h, b))
+	// Headers alone, and the few markers whole: Open walks the whole
+	// active segment this way.
+	_, err := walkHeaders(s.log, 0, limit, func(h batch.Header, pos int64) error {
+		ctrl := int16(-1)
+		if h.Attributes.Control() && h.ProducerID >= 0 && h.Size() <= maxMarkerSize {
+			b := make([]byte, h.Size())
+			if _, err := s.log.ReadAt(b, pos); err != nil {
+				return fmt.Errorf("reading %s at %d: %w", s.path(logSuffix), pos, err)
+			}
+			ctrl = markerType(h, b)
+		}
+		c, lso, ok := st.apply(h, ctrl)
 		if ok {
 			done = append(done, c)
 			if c.aborted {
@@ -270,6 +280,10 @@ func scanTxns(id ident, s *segment, limit int64, st txnState) (txnState, []abort
 	}
 	return st, es, done, nil
 }
+
+// maxMarkerSize bounds what is read of a control batch: a marker is one
+// small record (EndTransactionMarker: a 4-byte key, a 6-byte value).
+const maxMarkerSize = 64 << 10
 
 // txnStateAt is the open transactions at the base of segs[i]: its
 // snapshot, or the nearest earlier one carried forward through the

@@ -227,11 +227,12 @@ func findEnd(s *segment, rp *recoveryPoint, torn int64) ([]batch.Header, *recove
 		start, s.next = rp.pos, rp.next
 	}
 	var tail []batch.Header
-	valid, err := walkHeaders(s.log, start, s.ix.size, func(h batch.Header) {
+	valid, err := walkHeaders(s.log, start, s.ix.size, func(h batch.Header, _ int64) error {
 		if n := len(tail); n == 0 || tail[n-1].PartitionLeaderEpoch != h.PartitionLeaderEpoch {
 			tail = append(tail, h)
 		}
 		s.next = h.NextOffset()
+		return nil
 	})
 	var be *batch.Error
 	if err != nil && !errors.As(err, &be) {
@@ -248,9 +249,10 @@ func findEnd(s *segment, rp *recoveryPoint, torn int64) ([]batch.Header, *recove
 
 // walkHeaders reads the header of each batch of f from position from on,
 // skipping the records, up to limit, calling fn for each batch that lies
-// whole below limit. It returns the position after the last one, and the
-// *batch.Error (at its file position) of a header that does not parse.
-func walkHeaders(f file, from, limit int64, fn func(h batch.Header)) (int64, error) {
+// whole below limit, with its position. It returns the position after the
+// last one, and the *batch.Error (at its file position) of a header that
+// does not parse, or fn's error.
+func walkHeaders(f file, from, limit int64, fn func(h batch.Header, pos int64) error) (int64, error) {
 	var hdr [batch.HeaderSize]byte
 	pos := from
 	for pos+batch.HeaderSize <= limit {
@@ -268,7 +270,9 @@ func walkHeaders(f file, from, limit int64, fn func(h batch.Header)) (int64, err
 		if pos+int64(h.Size()) > limit {
 			break
 		}
-		fn(h)
+		if err := fn(h, pos); err != nil {
+			return pos, err
+		}
 		pos += int64(h.Size())
 	}
 	return pos, nil
