@@ -52,6 +52,9 @@ func (l *Log) Append(raw []byte) error {
 	if err := s.append(raw, hs); err != nil {
 		return l.fail(fmt.Errorf("appending to %s: %w", l.tp(), err))
 	}
+	if err := l.appendTxns(s, raw, hs); err != nil {
+		return l.fail(fmt.Errorf("appending to %s: %w", l.tp(), err))
+	}
 	// The checkpoint goes before the flush: once a recovery point covers
 	// these batches, Open no longer reads their epochs back.
 	cache := l.epochs
@@ -67,6 +70,41 @@ func (l *Log) Append(raw []byte) error {
 		}
 	}
 	return l.maybeFlush()
+}
+
+// appendTxns moves the open transactions past the appended batches, one
+// batch at a time as a leader appends each marker on its own
+// (KafkaApis.handleWriteTxnMarkersRequest), so the entries' last stable
+// offsets are the leader's (UnifiedLog.append: updateTxnIndex with
+// ProducerStateManager.lastStableOffset), and writes the ABORT markers'
+// entries to the .txnindex.
+func (l *Log) appendTxns(s *segment, raw []byte, hs []batch.Header) error {
+	if l.txns == nil {
+		l.txns = txnState{}
+	}
+	added := false
+	pos := 0
+	for _, h := range hs {
+		b := raw[pos : pos+h.Size()]
+		pos += h.Size()
+		ctrl := int16(-1)
+		if h.Size() <= maxMarkerSize { // as Open's walk reads them (scanTxns)
+			ctrl = markerType(h, b)
+		}
+		c, lso, ok := l.txns.apply(h, ctrl)
+		if !ok {
+			continue
+		}
+		l.recent = append(l.recent, c)
+		if c.aborted {
+			s.addTxn(abortedTxn{c.pid, c.first, c.last, lso})
+			added = true
+		}
+	}
+	if !added {
+		return nil
+	}
+	return s.writeTxnIndex()
 }
 
 // validate checks a whole run before anything is written. restart is the
@@ -153,7 +191,7 @@ func (l *Log) maybeRoll(size int, hs []batch.Header) error {
 	if s.empty() {
 		floor = s.epochFloor
 	}
-	ns, err := createSegment(l.fsys, l.dir, base, l.opts.IndexIntervalBytes, l.opts.Now())
+	ns, err := l.createSegment(base)
 	if err != nil {
 		return l.fail(fmt.Errorf("rolling %s: %w", l.tp(), err))
 	}

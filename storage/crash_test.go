@@ -3,10 +3,12 @@ package storage
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -93,10 +95,27 @@ func crashOptions(seed uint64) Options {
 }
 
 // crashBatch is the one batch content for (base, epoch, n), so the parent
-// can check bytes without the child telling them.
+// can check bytes without the child telling them. Transactions of two
+// producers interleave with plain batches, so that the crash models
+// check the .txnindex and the open transactions too: a one-record batch
+// at a multiple of 4 is a marker of producer 1 + base/4%2 (ABORT unless
+// base/4 is a multiple of 3), another batch at an offset not a multiple
+// of 3 is transactional data of producer 1 + base%2, the rest plain.
 func crashBatch(base int64, epoch int32, n int) []byte {
-	return batch.Build(batch.Spec{BaseOffset: base, Epoch: epoch, Records: n,
-		Timestamp: 1_700_000_000_000 + base, Value: bytes.Repeat([]byte{byte(base)}, int(base*7%200))})
+	sp := batch.Spec{BaseOffset: base, Epoch: epoch, Records: n,
+		Timestamp: 1_700_000_000_000 + base, Value: bytes.Repeat([]byte{byte(base)}, int(base*7%200))}
+	switch {
+	case n == 1 && base%4 == 0:
+		ctrl := byte(controlAbort)
+		if base/4%3 == 0 {
+			ctrl = controlCommit
+		}
+		sp.Control, sp.Transactional, sp.ProducerID = true, true, 1+base/4%2
+		sp.Key, sp.Value = []byte{0, 0, 0, ctrl}, []byte{0, 0, 0, 0, 0, 0}
+	case base%3 != 0:
+		sp.Transactional, sp.ProducerID = true, 1+base%2
+	}
+	return batch.Build(sp)
 }
 
 // crashRun is count batches of n records from base in epoch ep: what the
@@ -261,7 +280,68 @@ func crashState(t *testing.T, l *Log) crashModel {
 	if !cache.Equal(l.Epochs()) {
 		t.Fatalf("epoch cache %v, batches give %v", l.Epochs(), cache)
 	}
+	checkTxns(t, l, all)
 	return st
+}
+
+// checkTxns checks that each segment's .txnindex and transaction snapshot
+// are exactly what the log's batches give, read from the log start with
+// no transaction open there (the crash models never move the start past
+// an open one), and so are the LSO (at DurableEnd) and the aborted
+// transactions.
+func checkTxns(t *testing.T, l *Log, all []byte) {
+	t.Helper()
+	bases := l.Segments()
+	seg := func(off int64) int {
+		i := 0
+		for i+1 < len(bases) && bases[i+1] <= off {
+			i++
+		}
+		return i
+	}
+	want := make([][]abortedTxn, len(bases))
+	states := make([]txnState, len(bases))
+	st := txnState{}
+	states[0] = txnState{}
+	var aborted []AbortedTxn
+	durable := l.DurableEnd()
+	lsoWant := durable
+	for s := batch.NewScanner(all); s.Next(); {
+		h := s.Header()
+		for i := seg(h.BaseOffset); i > 0 && states[i] == nil; i-- {
+			states[i] = maps.Clone(st)
+		}
+		c, lso, ok := st.apply(h, markerType(h, s.Batch()))
+		if ok && c.last >= durable {
+			lsoWant = min(lsoWant, c.first) // its marker is not durable yet
+		}
+		if ok && c.aborted {
+			i := seg(c.last)
+			want[i] = append(want[i], abortedTxn{c.pid, c.first, c.last, lso})
+			aborted = append(aborted, AbortedTxn{ProducerID: c.pid, FirstOffset: c.first})
+		}
+	}
+	for i := range states {
+		if states[i] == nil {
+			states[i] = maps.Clone(st)
+		}
+	}
+	for i, b := range bases {
+		data, err := l.fsys.ReadFile(filepath.Join(l.Dir(), segmentName(b, txnIndexSuffix)))
+		if err != nil || !bytes.Equal(data, encodeTxnIndex(want[i])) {
+			t.Fatalf("segment %d: .txnindex %x (%v), the batches give %x", b, data, err, encodeTxnIndex(want[i]))
+		}
+		data, err = l.fsys.ReadFile(filepath.Join(l.Dir(), segmentName(b, txnStateSuffix)))
+		if got, perr := parseTxnState(data, b); err != nil || perr != nil || !maps.Equal(got, states[i]) {
+			t.Fatalf("segment %d: transaction snapshot %q (%v, %v), the batches give %v", b, data, err, perr, states[i])
+		}
+	}
+	if got, want := l.LastStableOffset(), max(st.firstOpen(lsoWant), min(l.LogStartOffset(), durable)); got != want {
+		t.Fatalf("LSO %d, the batches give %d (durable %d, open %v)", got, want, durable, st)
+	}
+	if got := l.AbortedTransactions(l.LogStartOffset(), l.LogEndOffset()); !slices.Equal(got, append([]AbortedTxn{}, aborted...)) {
+		t.Fatalf("aborted transactions %v, the batches give %v", got, aborted)
+	}
 }
 
 // crashJournal is what a killed child's journal says: the operations

@@ -1,7 +1,8 @@
 // Package storage keeps a followed partition on disk exactly as Kafka lays
 // out its own: <topic>-<partition>/ directories with 20-digit base-offset
-// .log segments holding the fetched record batches unchanged, .index and
-// .timeindex files, leader-epoch-checkpoint and partition.metadata.
+// .log segments holding the fetched record batches unchanged, .index,
+// .timeindex and .txnindex files, leader-epoch-checkpoint and
+// partition.metadata.
 //
 // May import: the standard library and wire/batch (the record-batch format).
 // It never imports follower; *Log satisfies follower's read-only LocalLog
@@ -12,7 +13,8 @@
 // goroutine appends, truncates and deletes), and one reader besides it,
 // *View (OpenReadOnly: never recovers, never writes, safe beside a running
 // writer). Both satisfy Reader, the read side a reader that must not write
-// is given: Read, the log start and end, DurableEnd and the epochs.
+// is given: Read, the log start and end, DurableEnd, the epochs, and for
+// read_committed readers LastStableOffset and AbortedTransactions (txn.go).
 //
 // # On-disk format
 //
@@ -23,6 +25,10 @@
 //	00000000000000000000.log        record batches v2, byte for byte as fetched
 //	00000000000000000000.index      8-byte entries: int32 offset-base, int32 position
 //	00000000000000000000.timeindex  12-byte entries: int64 timestamp, int32 offset-base
+//	00000000000000000000.txnindex   34-byte entries: int16 version 0, int64 producerId,
+//	                                firstOffset, lastOffset, lastStableOffset (ABORT markers)
+//	00000000000000000000.kfollower-txns  "0\n<n>\n<producerId> <firstOffset>\n" × n: the
+//	                                transactions open at the segment's base (written once, first)
 //	00000000000000004711.log ...    next segment; its name is its base offset
 //	leader-epoch-checkpoint         "0\n<n>\n<epoch> <startOffset>\n" × n
 //	partition.metadata              "version: 0\ntopic_id: <22-char base64url>" (no newline)
@@ -46,7 +52,7 @@
 // segment (the active one rolled since), or past the file's end, is
 // ignored; with an intent present it is not trusted at all.
 //
-// All integers in .log/.index/.timeindex are big-endian. A segment's base
+// All integers in .log/.index/.timeindex/.txnindex are big-endian. A segment's base
 // offset is at or below its first batch's base offset (max(first incoming
 // offset, LEO) on roll, as Kafka gives a follower). Index entries follow
 // LogSegment.recover's rule on every path: per batch, an entry (the batch's
@@ -57,7 +63,12 @@
 // timestamp. Index files are never preallocated, so a sealed segment's
 // files are what Kafka leaves after trimToValidSize, and each offset entry
 // names the last offset of the batch at its position, which
-// DumpLogSegments --verify-index-only checks. The kfollower-* files are
+// DumpLogSegments --verify-index-only checks. The .txnindex holds an
+// entry per transaction an ABORT marker in the segment ends, with the last
+// stable offset the leader computed on append (txn.go); the active
+// segment's is rebuilt by Open and after a truncation from its
+// .kfollower-txns and batches, a sealed one's is fsynced at seal and
+// trusted. The kfollower-* and .kfollower-txns files are
 // ignored by Kafka's loader (LogLoader only acts on
 // .log/.index/.timeindex/.txnindex/.snapshot and the transient
 // .deleted/.cleaned/.swap suffixes). Kafka keeps the log start offset in
@@ -85,8 +96,9 @@
 //
 // Append: validate the whole run (nothing is written on a violation);
 // roll if due (seal the old segment: final time-index entry, fsync .log,
-// .index, .timeindex; create the new files; fsync the directory); write the
-// batches, then their index entries; if an epoch starts, rewrite
+// .index, .timeindex, .txnindex; write the new segment's .kfollower-txns
+// atomically; create the new files; fsync the directory); write the
+// batches, then their index entries and .txnindex entries; if an epoch starts, rewrite
 // leader-epoch-checkpoint; then fsync the active segment if the flush
 // policy says so, and rewrite the recovery point if the last one is a
 // second old. A crash between the batch write and the checkpoint is
@@ -98,7 +110,8 @@
 // active segment if it has unsynced bytes, so that everything before the
 // cut is durable before the intent; 1. write the intent file; 2. delete
 // the later segments (indexes before .log), cut the segment holding x at
-// the first batch with an offset >= x, rebuild its indexes, fsync it and
+// the first batch with an offset >= x, rebuild its indexes (and its
+// .txnindex and the open transactions from its snapshot), fsync it and
 // the directory, rewrite the recovery point (a full truncation instead
 // deletes all segments, creates an empty one at x, writes the recovery
 // point and the log start); 3. rewrite leader-epoch-checkpoint cut to the

@@ -43,6 +43,11 @@ type Log struct {
 	// report is not confirmed (UnreportedLosses), as
 	// kfollower-unreported-losses lists them.
 	unreported []Lost
+	// txns are the transactions open at the log end; recent those that
+	// markers in the active segment ended at or past durable (txn.go):
+	// still unstable to a reader of the durable log.
+	txns   txnState
+	recent []completedTxn
 	// lastRecoveryPoint is when kfollower-recovery-point was last written;
 	// flushes rewrite it at most once a second.
 	lastRecoveryPoint time.Time
@@ -114,7 +119,26 @@ func (l *Log) DurableEnd() int64 {
 
 // synced records that the active segment was just fsynced whole (and every
 // earlier segment with it), so the log is durable up to its end.
-func (l *Log) synced() { l.durable = l.leoLocked() }
+func (l *Log) synced() { l.durable, l.recent = l.leoLocked(), nil }
+
+// LastStableOffset is UnifiedLog.lastStableOffset with DurableEnd as the
+// high watermark: the first offset of the earliest transaction that is
+// still open, or whose marker is not durable yet, else DurableEnd. A
+// read_committed reader is served no further.
+func (l *Log) LastStableOffset() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return lastStable(l.txns, l.recent, l.logStart, l.durable)
+}
+
+// AbortedTransactions lists the aborted transactions that may hold
+// records in [from, to), from the .txnindex entries
+// (UnifiedLog.collectAbortedTransactions); never nil.
+func (l *Log) AbortedTransactions(from, to int64) []AbortedTxn {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return collectAborted(l.segs, func(i int) []abortedTxn { return l.segs[i].txns }, from, to)
+}
 
 // LatestEpoch is the newest leader epoch in the cache.
 func (l *Log) LatestEpoch() (epoch int32, ok bool) {

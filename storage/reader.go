@@ -50,6 +50,18 @@ type Reader interface {
 	EndOffsetForEpoch(epoch int32) (found int32, end int64)
 	// Epochs is a snapshot of the leader-epoch cache.
 	Epochs() Epochs
+	// LastStableOffset is the offset a read_committed reader is served up
+	// to (UnifiedLog.lastStableOffset with DurableEnd as the high
+	// watermark): the first offset of the earliest transaction still open
+	// at the log end or ended by a marker at or past DurableEnd, else
+	// DurableEnd; never below LogStartOffset (when the log is not empty).
+	LastStableOffset() int64
+	// AbortedTransactions lists, from the .txnindex files, the aborted
+	// transactions that may hold records in [from, to): those whose ABORT
+	// marker is at or after from and whose first offset is before to, in
+	// marker order, as UnifiedLog.collectAbortedTransactions gives a
+	// FetchResponse. Never nil.
+	AbortedTransactions(from, to int64) []AbortedTxn
 }
 
 var _ Reader = (*Log)(nil)

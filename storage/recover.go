@@ -15,7 +15,7 @@ import (
 // it. Steps, in order (each one's writes are durable before the next):
 //
 //  1. create the directory if needed; delete leftover *.tmp files and
-//     index files whose .log is gone;
+//     index files (.txnindex and .kfollower-txns too) whose .log is gone;
 //  2. read the intent; if it names a lost+found event, put the event in
 //     place (rename its complete temporary directory); delete the
 //     temporary event directories of saves that never reached an intent;
@@ -39,7 +39,11 @@ import (
 //     LogSegment.recover does; then cut the cache to the LEO and from the
 //     log start (LogLoader) and rewrite it if it changed;
 //  7. apply the log start offset (deleting segments wholly below it);
-//  8. list the intent's loss as unreported, then remove the intent file.
+//  8. transactions (txn.go): trust each sealed segment's .txnindex if it
+//     was there and passes its checks and the segment has its snapshot,
+//     else rebuild it from the batches; rebuild the active segment's and
+//     the open transactions from its snapshot and batches;
+//  9. list the intent's loss as unreported, then remove the intent file.
 func (l *Log) recover() error {
 	if err := mkdirAllSynced(l.fsys, l.dir); err != nil {
 		return fmt.Errorf("creating %s: %w", l.dir, err)
@@ -50,15 +54,22 @@ func (l *Log) recover() error {
 	}
 	var bases []int64
 	logs := map[int64]bool{}
+	txnIndexes := map[int64]bool{}
 	var indexes []string
 	for _, e := range ents {
 		name := e.Name()
+		if digits, ok := strings.CutSuffix(name, txnIndexSuffix); ok {
+			if b, ok := parseSegmentName(digits + logSuffix); ok {
+				txnIndexes[b] = true
+			}
+		}
 		switch {
 		case strings.HasSuffix(name, tmpSuffix):
 			if err := l.fsys.Remove(filepath.Join(l.dir, name)); err != nil {
 				return fmt.Errorf("removing leftover %s: %w", name, err)
 			}
-		case strings.HasSuffix(name, indexSuffix) || strings.HasSuffix(name, timeIndexSuffix):
+		case strings.HasSuffix(name, indexSuffix) || strings.HasSuffix(name, timeIndexSuffix) ||
+			strings.HasSuffix(name, txnIndexSuffix) || strings.HasSuffix(name, txnStateSuffix):
 			indexes = append(indexes, name)
 		default:
 			if b, ok := parseSegmentName(name); ok {
@@ -119,7 +130,7 @@ func (l *Log) recover() error {
 			keep = 0 // the first segment stays, to be cut (or found below the start)
 		}
 		for _, b := range bases[keep+1:] {
-			for _, suf := range []string{indexSuffix, timeIndexSuffix, logSuffix} {
+			for _, suf := range []string{indexSuffix, timeIndexSuffix, txnIndexSuffix, txnStateSuffix, logSuffix} {
 				if err := l.fsys.Remove(filepath.Join(l.dir, segmentName(b, suf))); err != nil && !isNotExist(err) {
 					return fmt.Errorf("finishing truncation of %s: %w", l.tp(), err)
 				}
@@ -132,6 +143,7 @@ func (l *Log) recover() error {
 		if err != nil {
 			return err
 		}
+		s.txnLost = !txnIndexes[b]
 		l.segs = append(l.segs, s)
 	}
 	floor := int32(-1)
@@ -167,7 +179,7 @@ func (l *Log) recover() error {
 	}
 
 	if len(l.segs) == 0 {
-		s, err := createSegment(l.fsys, l.dir, max(logStart, 0), l.opts.IndexIntervalBytes, l.opts.Now())
+		s, err := l.createSegment(max(logStart, 0))
 		if err != nil {
 			return err
 		}
@@ -200,6 +212,9 @@ func (l *Log) recover() error {
 	}
 	if err := l.deleteSegmentsBelowStart(); err != nil {
 		return fmt.Errorf("deleting segments of %s below %d: %w", l.tp(), l.logStart, err)
+	}
+	if err := l.recoverTxns(); err != nil {
+		return fmt.Errorf("recovering the transactions of %s: %w", l.tp(), err)
 	}
 	if haveIntent {
 		if in.lost != "" {

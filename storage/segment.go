@@ -62,6 +62,14 @@ type segment struct {
 	lastEpoch, epochFloor int32
 	// idxWritten and tidxWritten count entries already in the files.
 	idxWritten, tidxWritten int
+	// txnf is the .txnindex; txns its entries (txn.go), txnWritten how
+	// many of them are in the file.
+	txnf       file
+	txns       []abortedTxn
+	txnWritten int
+	// txnLost is set by Open for a segment whose .txnindex was missing
+	// before it opened the segment's files (which creates it empty).
+	txnLost bool
 }
 
 func (s *segment) path(suffix string) string {
@@ -85,6 +93,10 @@ func openSegmentFiles(fsys fileSystem, dir string, base int64, interval int, now
 		s.close()
 		return nil, fmt.Errorf("opening time index %s: %w", s.path(timeIndexSuffix), err)
 	}
+	if s.txnf, err = fsys.OpenFile(s.path(txnIndexSuffix), os.O_RDWR|os.O_CREATE, 0o644); err != nil {
+		s.close()
+		return nil, fmt.Errorf("opening transaction index %s: %w", s.path(txnIndexSuffix), err)
+	}
 	return s, nil
 }
 
@@ -95,7 +107,7 @@ func createSegment(fsys fileSystem, dir string, base int64, interval int, now ti
 	if err != nil {
 		return nil, err
 	}
-	for _, f := range []file{s.log, s.idx, s.tidx} {
+	for _, f := range []file{s.log, s.idx, s.tidx, s.txnf} {
 		if err := f.Truncate(0); err != nil {
 			s.close()
 			return nil, fmt.Errorf("creating segment %s: %w", f.Name(), err)
@@ -110,7 +122,7 @@ func createSegment(fsys fileSystem, dir string, base int64, interval int, now ti
 
 func (s *segment) close() error {
 	var errs []error
-	for _, f := range []file{s.log, s.idx, s.tidx} {
+	for _, f := range []file{s.log, s.idx, s.tidx, s.txnf} {
 		if f != nil {
 			errs = append(errs, f.Close())
 		}
@@ -118,12 +130,12 @@ func (s *segment) close() error {
 	return errors.Join(errs...)
 }
 
-// remove closes and deletes the segment's files, indexes first, so that a
-// crash leaves at worst a .log without indexes, which Open rebuilds. The
-// caller fsyncs the directory.
+// remove closes and deletes the segment's files, indexes and transaction
+// snapshot first, so that a crash leaves at worst a .log without them,
+// which Open rebuilds. The caller fsyncs the directory.
 func (s *segment) remove() error {
 	s.close()
-	for _, suf := range []string{indexSuffix, timeIndexSuffix, logSuffix} {
+	for _, suf := range []string{indexSuffix, timeIndexSuffix, txnIndexSuffix, txnStateSuffix, logSuffix} {
 		if err := s.fsys.Remove(s.path(suf)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("removing %s: %w", s.path(suf), err)
 		}
@@ -174,6 +186,49 @@ func (s *segment) writeIndexes() error {
 	return nil
 }
 
+// addTxn records an aborted transaction whose marker is the segment's
+// latest batch; writeTxnIndex puts it in the file.
+func (s *segment) addTxn(e abortedTxn) { s.txns = append(s.txns, e) }
+
+// writeTxnIndex appends entries not yet in the .txnindex.
+func (s *segment) writeTxnIndex() error {
+	if n := len(s.txns); n > s.txnWritten {
+		if _, err := s.txnf.WriteAt(encodeTxnIndex(s.txns[s.txnWritten:]), int64(s.txnWritten)*abortedTxnSize); err != nil {
+			return fmt.Errorf("writing %s: %w", s.path(txnIndexSuffix), err)
+		}
+		s.txnWritten = n
+	}
+	return nil
+}
+
+// replaceTxnIndex replaces the .txnindex with the in-memory entries
+// atomically (writeFileAtomic) and reopens it: for a sealed segment,
+// whose file Open trusts.
+func (s *segment) replaceTxnIndex() error {
+	name := segmentName(s.base, txnIndexSuffix)
+	if err := writeFileAtomic(s.fsys, s.dir, name, encodeTxnIndex(s.txns)); err != nil {
+		return err
+	}
+	s.txnf.Close()
+	f, err := s.fsys.OpenFile(s.path(txnIndexSuffix), os.O_RDWR, 0)
+	if err != nil {
+		s.txnf = nil
+		return fmt.Errorf("reopening %s: %w", s.path(txnIndexSuffix), err)
+	}
+	s.txnf, s.txnWritten = f, len(s.txns)
+	return nil
+}
+
+// rewriteTxnIndex replaces the .txnindex with the in-memory entries in
+// place: for the active segment, whose file Open rebuilds anyway.
+func (s *segment) rewriteTxnIndex() error {
+	if err := s.txnf.Truncate(0); err != nil {
+		return fmt.Errorf("truncating %s: %w", s.path(txnIndexSuffix), err)
+	}
+	s.txnWritten = 0
+	return s.writeTxnIndex()
+}
+
 // rewriteIndexes replaces both index files with the in-memory entries.
 func (s *segment) rewriteIndexes() error {
 	for _, f := range []file{s.idx, s.tidx} {
@@ -195,7 +250,9 @@ func (s *segment) sync() error {
 }
 
 // seal makes the segment inactive: the final time-index entry, then fsync
-// of all three files (LogSegment.onBecomeInactiveSegment + flush on roll).
+// of all four files (LogSegment.onBecomeInactiveSegment + flush on roll).
+// Only here is the .txnindex fsynced: Open rebuilds the active segment's
+// from its batches, and trusts a sealed one's.
 func (s *segment) seal() error {
 	if !s.sealed {
 		s.ix.seal()
@@ -204,7 +261,13 @@ func (s *segment) seal() error {
 		}
 		s.sealed = true
 	}
-	return s.sync()
+	if err := s.sync(); err != nil {
+		return err
+	}
+	if err := s.txnf.Sync(); err != nil {
+		return fmt.Errorf("syncing %s: %w", s.txnf.Name(), err)
+	}
+	return nil
 }
 
 // unseal makes a sealed segment active again after a truncation cut into

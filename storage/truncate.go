@@ -280,6 +280,9 @@ func (l *Log) truncateSegments(offset int64) error {
 			return err
 		}
 	}
+	if err := l.reloadActiveTxns(); err != nil {
+		return err
+	}
 	if err := s.sync(); err != nil {
 		return err
 	}
@@ -301,7 +304,8 @@ func (l *Log) truncateFully(offset int64) error {
 		}
 	}
 	l.segs = nil
-	s, err := createSegment(l.fsys, l.dir, offset, l.opts.IndexIntervalBytes, l.opts.Now())
+	l.txns, l.recent = txnState{}, nil
+	s, err := l.createSegment(offset)
 	if err != nil {
 		return err
 	}

@@ -53,6 +53,11 @@ type View struct {
 	durable   int64
 	epochs    Epochs
 	topicID   TopicID
+	// txns are each segment's .txnindex entries (the last segment's
+	// rebuilt from its batches); open and recent as Log's, at end.
+	txns   [][]abortedTxn
+	open   txnState
+	recent []completedTxn
 }
 
 var _ Reader = (*View)(nil)
@@ -165,6 +170,40 @@ func (v *View) load() error {
 		return err
 	}
 	v.epochs = epochs
+	return v.loadTxns()
+}
+
+// loadTxns reads the transaction indexes as Open would leave them: a
+// sealed segment's file when it passes its checks (else rebuilt in
+// memory), the last segment's from its batches up to the view's end. A
+// bad batch there ends the walk: Read reports it.
+func (v *View) loadTxns() error {
+	v.open = txnState{}
+	if len(v.segs) == 0 {
+		return nil
+	}
+	v.txns = make([][]abortedTxn, len(v.segs))
+	for i := range len(v.segs) - 1 {
+		es, _, err := loadSealedTxns(osFS{}, v.ident, v.dir, v.segs, i, false)
+		var ce *CorruptionError
+		if err != nil && !errors.As(err, &ce) {
+			return err
+		}
+		v.txns[i] = es
+	}
+	last := len(v.segs) - 1
+	st, err := txnStateAt(osFS{}, v.ident, v.dir, v.segs, last)
+	var ce *CorruptionError
+	if err != nil && !errors.As(err, &ce) {
+		return err
+	}
+	open, es, done, _ := scanTxns(v.ident, v.segs[last], v.segs[last].size(), st)
+	v.txns[last], v.open = es, open
+	for _, c := range done {
+		if c.last >= v.durable {
+			v.recent = append(v.recent, c)
+		}
+	}
 	return nil
 }
 
@@ -188,11 +227,12 @@ func findEnd(s *segment, rp *recoveryPoint, torn int64) ([]batch.Header, *recove
 		start, s.next = rp.pos, rp.next
 	}
 	var tail []batch.Header
-	valid, err := walkHeaders(s.log, start, s.ix.size, func(h batch.Header) {
+	valid, err := walkHeaders(s.log, start, s.ix.size, func(h batch.Header, _ int64) error {
 		if n := len(tail); n == 0 || tail[n-1].PartitionLeaderEpoch != h.PartitionLeaderEpoch {
 			tail = append(tail, h)
 		}
 		s.next = h.NextOffset()
+		return nil
 	})
 	var be *batch.Error
 	if err != nil && !errors.As(err, &be) {
@@ -209,9 +249,10 @@ func findEnd(s *segment, rp *recoveryPoint, torn int64) ([]batch.Header, *recove
 
 // walkHeaders reads the header of each batch of f from position from on,
 // skipping the records, up to limit, calling fn for each batch that lies
-// whole below limit. It returns the position after the last one, and the
-// *batch.Error (at its file position) of a header that does not parse.
-func walkHeaders(f file, from, limit int64, fn func(h batch.Header)) (int64, error) {
+// whole below limit, with its position. It returns the position after the
+// last one, and the *batch.Error (at its file position) of a header that
+// does not parse, or fn's error.
+func walkHeaders(f file, from, limit int64, fn func(h batch.Header, pos int64) error) (int64, error) {
 	var hdr [batch.HeaderSize]byte
 	pos := from
 	for pos+batch.HeaderSize <= limit {
@@ -229,7 +270,9 @@ func walkHeaders(f file, from, limit int64, fn func(h batch.Header)) (int64, err
 		if pos+int64(h.Size()) > limit {
 			break
 		}
-		fn(h)
+		if err := fn(h, pos); err != nil {
+			return pos, err
+		}
 		pos += int64(h.Size())
 	}
 	return pos, nil
@@ -288,6 +331,16 @@ func (v *View) EndOffsetForEpoch(epoch int32) (found int32, end int64) {
 
 // Epochs is the leader-epoch cache.
 func (v *View) Epochs() Epochs { return v.epochs }
+
+// LastStableOffset is Reader.LastStableOffset at the view's DurableEnd.
+func (v *View) LastStableOffset() int64 {
+	return lastStable(v.open, v.recent, v.logStart, v.durable)
+}
+
+// AbortedTransactions is Reader.AbortedTransactions over the view.
+func (v *View) AbortedTransactions(from, to int64) []AbortedTxn {
+	return collectAborted(v.segs, func(i int) []abortedTxn { return v.txns[i] }, from, to)
+}
 
 // Read is Reader.Read over the view.
 func (v *View) Read(offset int64, maxBytes int) ([]byte, error) {

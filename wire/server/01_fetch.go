@@ -47,8 +47,15 @@ import (
 //     or any partition has a read error or diverges; otherwise read again
 //     on every Server.Notify of a requested partition until MinBytes or
 //     MaxWait.
-//   - read_committed (isolation 1): LSO = high watermark, and no aborted
-//     transactions, until there is a .txnindex. PreferredReadReplica -1.
+//   - LastStableOffset is Log.LastStableOffset (at most the high
+//     watermark) at every isolation level, as Kafka reports it. Under
+//     read_committed (isolation 1) no batch at or past it is served, and
+//     AbortedTransactions lists those that may hold records in the range
+//     served, [FetchOffset, the offset after the last batch served)
+//     (LocalLog.read with TXN_COMMITTED, UnifiedLog
+//     .collectAbortedTransactions; Kafka's upper bound is the next index
+//     entry after the bytes read, which can list more, never fewer).
+//     Under read_uncommitted it is null. PreferredReadReplica -1.
 //
 // Not as Kafka: a partition's records may come from several segments
 // (Kafka stops at the end of one), which fills MinBytes sooner.
@@ -229,13 +236,12 @@ func (s *Server) readPartition(req *kmsg.FetchRequest, p *fetchPart, limit int, 
 	l := part.log
 	start := l.LogStartOffset()
 	hw := l.DurableEnd()
+	lso := min(l.LastStableOffset(), hw) // read after hw, which it may have passed since
 	leo := max(l.LogEndOffset(), hw)
 	committed := req.IsolationLevel == 1
 	offsets := func() {
-		r.HighWatermark, r.LastStableOffset, r.LogStartOffset = hw, hw, start
+		r.HighWatermark, r.LastStableOffset, r.LogStartOffset = hw, lso, start
 		if committed {
-			// TODO(txnindex): the LSO and the aborted transactions in
-			// range, from .txnindex; until then every batch is stable.
 			r.AbortedTransactions = []kmsg.FetchResponseTopicPartitionAbortedTransaction{}
 		}
 	}
@@ -253,7 +259,11 @@ func (s *Server) readPartition(req *kmsg.FetchRequest, p *fetchPart, limit int, 
 	if rp.FetchOffset < start || rp.FetchOffset > leo {
 		return fail(kerr.OffsetOutOfRange)
 	}
-	records, err := readRange(l, rp.FetchOffset, hw, limit, minOne)
+	end := hw
+	if committed {
+		end = lso
+	}
+	records, next, err := readRange(l, rp.FetchOffset, end, limit, minOne)
 	if err != nil {
 		if rp.FetchOffset < l.LogStartOffset() {
 			return fail(kerr.OffsetOutOfRange) // retention passed it meanwhile
@@ -268,15 +278,24 @@ func (s *Server) readPartition(req *kmsg.FetchRequest, p *fetchPart, limit int, 
 		return fail(kerr.UnsupportedCompressionType)
 	}
 	offsets()
+	if committed && len(records) > 0 {
+		for _, a := range l.AbortedTransactions(rp.FetchOffset, next) {
+			t := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
+			t.ProducerID, t.FirstOffset = a.ProducerID, a.FirstOffset
+			r.AbortedTransactions = append(r.AbortedTransactions, t)
+		}
+	}
 	r.RecordBatches = records
 	return len(records), false
 }
 
 // readRange reads whole batches from the one holding from, none at or past
 // end, at most limit bytes of them, but the first whatever its size when
-// minOne is set.
-func readRange(l Log, from, end int64, limit int, minOne bool) ([]byte, error) {
+// minOne is set. next is the offset after the last batch read (from when
+// none is).
+func readRange(l Log, from, end int64, limit int, minOne bool) (_ []byte, next int64, _ error) {
 	var out []byte
+	readTo := from
 	for off := from; off < end; {
 		room := limit - len(out)
 		if room <= 0 && !(minOne && len(out) == 0) {
@@ -285,9 +304,9 @@ func readRange(l Log, from, end int64, limit int, minOne bool) ([]byte, error) {
 		b, err := l.Read(off, max(room, 1))
 		if err != nil {
 			if len(out) > 0 {
-				return out, nil // the next fetch reports it
+				return out, readTo, nil // the next fetch reports it
 			}
-			return nil, err
+			return nil, from, err
 		}
 		take := 0
 		next := off
@@ -308,6 +327,7 @@ func readRange(l Log, from, end int64, limit int, minOne bool) ([]byte, error) {
 		} else {
 			out = append(out, b[:take]...)
 		}
+		readTo = next
 		if next <= off || take < len(b) {
 			break
 		}
@@ -316,7 +336,7 @@ func readRange(l Log, from, end int64, limit int, minOne bool) ([]byte, error) {
 	if out == nil {
 		out = []byte{}
 	}
-	return out, nil
+	return out, readTo, nil
 }
 
 func holdsZstd(records []byte) bool {

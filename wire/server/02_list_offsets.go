@@ -20,9 +20,10 @@ import (
 //     served, and the CurrentLeaderEpoch fence (v4+), as in
 //     OffsetForLeaderEpoch. Errors carry timestamp, offset and epoch -1.
 //   - -1 latest: the last fetchable offset, with the served epoch. For the
-//     consumer replica id (-1) that is the high watermark (read_committed:
-//     the LSO, equal to it until there is a .txnindex); for any other id
-//     (a follower's -2) the log end, as Kafka reads without isolation then.
+//     consumer replica id (-1) that is the high watermark, or under
+//     read_committed (v2+) the last stable offset; for any other id (a
+//     follower's -2) the log end, as Kafka reads without isolation then
+//     (UnifiedLog.fetchOffsetByTimestamp's lastFetchableOffset).
 //   - -2 earliest, and -4 earliest local (no tiered storage here): the log
 //     start, with the epoch of the batch there (the cache's earliest entry,
 //     which starts at or before the log start).
@@ -108,12 +109,13 @@ func (s *Server) listOffset(req *kmsg.ListOffsetsRequest, counts map[string]int3
 	l := part.log
 	start, hw, leo := l.LogStartOffset(), l.DurableEnd(), l.LogEndOffset()
 	// The consumer id reads with isolation; every other id reads to the
-	// log end (ReplicaManager.fetchOffset). read_committed's LSO is the
-	// high watermark until there is a transaction index.
-	// TODO(txnindex): the LSO under read_committed.
+	// log end (ReplicaManager.fetchOffset).
 	fetchable := leo
 	if req.ReplicaID == -1 {
 		fetchable = hw
+		if req.IsolationLevel == 1 {
+			fetchable = min(l.LastStableOffset(), hw)
+		}
 	}
 	switch rp.Timestamp {
 	case latestTimestamp:

@@ -76,8 +76,7 @@
 //
 // # Not yet
 //
-// read_committed answers LSO = high watermark with no aborted
-// transactions: there is no .txnindex yet. ListOffsets by timestamp and
+// ListOffsets by timestamp and
 // max timestamp scan the batches from the log start (a Log has no time
 // index). No fetch sessions, sendfile, SASL re-authentication (KIP-368),
 // OAUTHBEARER or GSSAPI.

@@ -39,6 +39,21 @@ type Log interface {
 	// EndOffsetForEpoch is LeaderEpochFileCache.endOffsetFor(epoch,
 	// LogEndOffset) over the cache (docs/kafka.md §3.1).
 	EndOffsetForEpoch(epoch int32) (found int32, end int64)
+	// LastStableOffset is what read_committed is served up to
+	// (UnifiedLog.lastStableOffset), at most DurableEnd.
+	LastStableOffset() int64
+	// AbortedTransactions lists the aborted transactions that may hold
+	// records in [from, to), from the .txnindex files
+	// (UnifiedLog.collectAbortedTransactions).
+	AbortedTransactions(from, to int64) []AbortedTxn
+}
+
+// AbortedTxn is one entry of a FetchResponse's AbortedTransactions. It is
+// the same unnamed struct type storage.AbortedTxn names, so *storage.Log
+// satisfies Log without this package importing storage.
+type AbortedTxn = struct {
+	ProducerID  int64
+	FirstOffset int64
 }
 
 // Topic is one served topic, as Metadata lists it.
