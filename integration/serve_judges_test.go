@@ -52,6 +52,12 @@ const (
 // TestServeJudgesReadCommitted's to give.
 func TestServeJudges(t *testing.T) {
 	start := time.Now()
+	// Until the read_committed judges have run here, a failure of this
+	// test is TestServeJudgesReadCommitted's too: it does not start a
+	// second cluster after this one failed.
+	rcVerdicts.Lock()
+	rcVerdicts.failures, rcVerdicts.ran = []string{"TestServeJudges failed before its read_committed judges ran"}, true
+	rcVerdicts.Unlock()
 	f := startJudgesFixture(t)
 	ctx := context.Background()
 	for _, j := range readJudges {
@@ -72,8 +78,9 @@ func TestServeJudges(t *testing.T) {
 	t.Run("writes refused", func(t *testing.T) { judgeWrites(ctx, t, f) })
 
 	// Recorded, not asserted: TestServeJudgesReadCommitted reports them.
+	failures := f.readCommittedVerdicts(ctx)
 	rcVerdicts.Lock()
-	rcVerdicts.failures, rcVerdicts.ran = f.readCommittedVerdicts(ctx), true
+	rcVerdicts.failures = failures
 	rcVerdicts.Unlock()
 	t.Logf("TestServeJudges took %v", time.Since(start).Round(time.Second))
 }
@@ -234,6 +241,7 @@ func startJudgesFixture(t *testing.T) *judgesFixture {
 	}
 	f.parts = append(f.parts, tp{compactedTopic, 0})
 	compactBeforeFollowing(ctx, t, c, compactedTopic, 0)
+	t.Logf("judges fixture: cluster up and %s compacted in %v", compactedTopic, time.Since(begin).Round(time.Second))
 	written, aborted := f.produce(ctx, t)
 	t.Logf("judges fixture: cluster up and written in %v", time.Since(begin).Round(time.Second))
 
@@ -409,6 +417,10 @@ func (f *judgesFixture) produce(ctx context.Context, t *testing.T) (map[tp][]rec
 		if err != nil {
 			t.Fatalf("ending transaction %d (commit %v): %v", n, commit, err)
 		}
+		// The coordinator writes the markers after EndTxn has returned
+		// (TransactionMarkerChannelManager): wait for them, so the
+		// records written next come after them.
+		f.waitStable(ctx, t)
 		if !commit {
 			for _, r := range inTx {
 				x := tp{judgedTopic, r.Partition}
@@ -479,6 +491,33 @@ func (f *judgesFixture) produce(ctx context.Context, t *testing.T) (map[tp][]rec
 	}
 	f.times = []int64{base + 2*5 + 1, abortedTS, base + 2*seq + 1, time.Now().Add(20 * time.Minute).UnixMilli()}
 	return written, aborted
+}
+
+// waitStable waits until no transaction is open on judged: its last
+// stable offsets are its high watermarks.
+func (f *judgesFixture) waitStable(ctx context.Context, t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		hw, err1 := f.c.Admin().ListEndOffsets(ctx, judgedTopic)
+		lso, err2 := f.c.Admin().ListCommittedOffsets(ctx, judgedTopic)
+		last := fmt.Sprint(errors.Join(err1, err2))
+		if err1 == nil && err2 == nil {
+			stable := true
+			hw.Each(func(o kadm.ListedOffset) {
+				l, ok := lso.Lookup(o.Topic, o.Partition)
+				stable = stable && ok && o.Err == nil && l.Err == nil && l.Offset == o.Offset
+			})
+			if stable {
+				return
+			}
+			last = fmt.Sprintf("high watermarks %v, last stable offsets %v", hw.Offsets(), lso.Offsets())
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: a transaction still open 60 s after it ended: %s", judgedTopic, last)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // waitServed waits until kfollower's ListOffsets latest is the cluster's
@@ -634,7 +673,11 @@ func franzRead(ctx context.Context, seeds []string, f *judgesFixture, iso isolat
 		if cctx.Err() != nil {
 			var at []string
 			for _, x := range f.parts {
-				at = append(at, fmt.Sprintf("%v: %d records", x, len(got[x])))
+				last := int64(-1)
+				if rs := got[x]; len(rs) > 0 {
+					last = rs[len(rs)-1].Offset
+				}
+				at = append(at, fmt.Sprintf("%v: %d records, the last at %d of the end %d", x, len(got[x]), last, f.ends[x]))
 			}
 			return got, fmt.Errorf("not at the end of every partition within 60 s (%s)", strings.Join(at, ", "))
 		}
@@ -863,7 +906,7 @@ func judgeGetOffsetShell(t *testing.T, f *judgesFixture) {
 	for _, at := range times {
 		fromKf, fromCluster := shell(f.addr, at), shell(f.c.Bootstrap()[0], at)
 		if !slices.Equal(fromKf, fromCluster) {
-			t.Errorf("GetOffsetShell --time %s: kfollower answers\n  %s\nthe cluster\n  %s", at, strings.Join(fromKf, "\n  "), strings.Join(fromCluster, "\n  "))
+			t.Errorf("GetOffsetShell --time %s: kfollower answers\n  %s\nthe cluster\n  %s%s", at, strings.Join(fromKf, "\n  "), strings.Join(fromCluster, "\n  "), f.listOffsetsDetail(at))
 		}
 		// The answers that make the comparison mean something.
 		switch at {
@@ -879,6 +922,45 @@ func judgeGetOffsetShell(t *testing.T, f *judgesFixture) {
 			}
 		}
 	}
+}
+
+// listOffsetsDetail is franz-go's ListOffsets answer for timestamp at from
+// kfollower and from the cluster, every partition, for a failure message.
+func (f *judgesFixture) listOffsetsDetail(at string) string {
+	ts, err := strconv.ParseInt(at, 10, 64)
+	if err != nil || ts < 0 {
+		return ""
+	}
+	var b strings.Builder
+	for _, from := range []struct{ name, addr string }{{"kfollower", f.addr}, {"the cluster", f.c.Bootstrap()[0]}} {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(from.addr))
+		if err != nil {
+			return err.Error()
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		los, err := kadm.NewClient(cl).ListOffsetsAfterMilli(ctx, ts, judgedTopic, compactedTopic)
+		cancel()
+		cl.Close()
+		fmt.Fprintf(&b, "\nListOffsets %d from %s (%v):", ts, from.name, err)
+		for _, x := range f.parts {
+			o, _ := los.Lookup(x.topic, x.p)
+			fmt.Fprintf(&b, "\n  %v: offset %d timestamp %d epoch %d error %v", x, o.Offset, o.Timestamp, o.LeaderEpoch, o.Err)
+		}
+	}
+	// Kafka searches only the first segment whose largest timestamp is
+	// at or above the target (UnifiedLog.fetchOffsetByTimestamp): the
+	// leader's segments tell which one that was.
+	if st, err := f.c.Partition(context.Background(), compactedTopic, 0); err == nil && st.Leader >= 0 {
+		dir := filepath.Join(f.c.Node(st.Leader).DataDir(), compactedTopic+"-0")
+		fmt.Fprintf(&b, "\nthe leader's %s:", dir)
+		names, _ := filepath.Glob(filepath.Join(dir, "*"))
+		for _, n := range names {
+			if fi, err := os.Stat(n); err == nil {
+				fmt.Fprintf(&b, " %s(%d, modified %d)", filepath.Base(n), fi.Size(), fi.ModTime().UnixMilli())
+			}
+		}
+	}
+	return b.String()
 }
 
 // apiLine is one API in BrokerApiVersionsCommand's listing (NodeApiVersions
