@@ -587,9 +587,9 @@ func (f *judgesFixture) readCommittedVerdicts(ctx context.Context) []string {
 	// most non-Java clients run it.
 	got, err := confluentRead(ctx, f, "default")
 	if err != nil {
-		out = append(out, fmt.Sprintf("confluent-kafka (its default isolation): %v", err))
+		out = append(out, fmt.Sprintf("confluent-kafka, isolation.level unset: %v", err))
 	} else {
-		out = append(out, f.verdicts("confluent-kafka (its default isolation)", readCommitted, got)...)
+		out = append(out, f.verdicts("confluent-kafka, isolation.level unset", readCommitted, got)...)
 	}
 	// kadm's ListCommittedOffsets is ListOffsets latest, read_committed:
 	// the last stable offset.
