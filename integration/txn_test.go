@@ -151,8 +151,8 @@ func TestTransactionsServed(t *testing.T) {
 		if end != leaderEnd || end != leaderLSO {
 			t.Errorf("%s: read_committed Fetch from 0: our batches end at %d, the leader's at %d, its LSO is %d", stage, end, leaderEnd, leaderLSO)
 		}
-		fromLeader := readCommitted(ctx, t, "the leader", c.Client, topic, len(want))
-		fromUs := readCommitted(ctx, t, "kfollower", func(opts ...kgo.Opt) *kgo.Client { return newClient(t, addr, opts...) }, topic, len(want))
+		fromLeader := readCommittedValues(ctx, t, "the leader", c.Client, topic, len(want))
+		fromUs := readCommittedValues(ctx, t, "kfollower", func(opts ...kgo.Opt) *kgo.Client { return newClient(t, addr, opts...) }, topic, len(want))
 		if !slices.Equal(fromLeader, want) {
 			t.Fatalf("%s: the leader gives read_committed %v, want %v", stage, fromLeader, want)
 		}
@@ -280,9 +280,9 @@ func fetchCommitted(ctx context.Context, t *testing.T, cl *kgo.Client, topic str
 	return aborted, end
 }
 
-// readCommitted consumes partition 0 from the start under read_committed,
+// readCommittedValues consumes partition 0 from the start under read_committed,
 // with a client newCl makes, until it has n values.
-func readCommitted(ctx context.Context, t *testing.T, from string, newCl func(...kgo.Opt) *kgo.Client, topic string, n int) []string {
+func readCommittedValues(ctx context.Context, t *testing.T, from string, newCl func(...kgo.Opt) *kgo.Client, topic string, n int) []string {
 	t.Helper()
 	c := newCl(kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}),

@@ -119,11 +119,22 @@ const (
 	// org.apache.kafka.tools.consumer.ConsoleConsumer (Java, kafka-tools)
 	// on 4.x, as bin/kafka-console-consumer.sh of each line names it.
 	ToolConsoleConsumer = "ConsoleConsumer"
+	// ConsoleProducer is kafka.tools.ConsoleProducer (Scala) on 3.9 and
+	// org.apache.kafka.tools.ConsoleProducer on 4.x.
+	ToolConsoleProducer = "ConsoleProducer"
+	// GetOffsetShell is org.apache.kafka.tools.GetOffsetShell on every line.
+	ToolGetOffsetShell = "GetOffsetShell"
+	// BrokerApiVersionsCommand is kafka.admin.BrokerApiVersionsCommand
+	// (Scala) on 3.9 and org.apache.kafka.tools.BrokerApiVersionsCommand on
+	// 4.x.
+	ToolBrokerAPIVersions = "BrokerApiVersionsCommand"
 )
 
 // toolPackages are where Kafka keeps command-line main classes: the Java
 // ports first, as they replace the Scala originals when both exist.
-var toolPackages = []string{"org.apache.kafka.tools", "org.apache.kafka.tools.consumer", "kafka.tools", "kafka"}
+// kafka.admin holds 3.9's BrokerApiVersionsCommand (Scala), which 4.0 moved
+// to org.apache.kafka.tools.
+var toolPackages = []string{"org.apache.kafka.tools", "org.apache.kafka.tools.consumer", "kafka.tools", "kafka.admin", "kafka"}
 
 // classIndex lists the classes of each lib dir's jars, read once.
 var classIndex = struct {

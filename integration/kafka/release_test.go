@@ -102,6 +102,13 @@ func TestFindClassInResolvedJars(t *testing.T) {
 	if rel.before(4, 3) {
 		want[ToolDumpLogSegments] = "kafka.tools.DumpLogSegments"
 	}
+	want[ToolGetOffsetShell] = "org.apache.kafka.tools.GetOffsetShell"
+	want[ToolConsoleProducer] = "org.apache.kafka.tools.ConsoleProducer"
+	want[ToolBrokerAPIVersions] = "org.apache.kafka.tools.BrokerApiVersionsCommand"
+	if rel.before(4, 0) {
+		want[ToolConsoleProducer] = "kafka.tools.ConsoleProducer"
+		want[ToolBrokerAPIVersions] = "kafka.admin.BrokerApiVersionsCommand"
+	}
 	for tool, w := range want {
 		if got, err := findClass(lib, tool); err != nil || got != w {
 			t.Errorf("Kafka %s: findClass(%s) = %q, %v; want %q", Version(), tool, got, err, w)

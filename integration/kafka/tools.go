@@ -22,6 +22,12 @@ type ToolOutput struct {
 // test: the class is looked up in them, as tools move between modules
 // across release lines. It needs no cluster; the tool logs WARN and above.
 func RunTool(tool string, args ...string) (ToolOutput, error) {
+	return RunToolInput("", tool, args...)
+}
+
+// RunToolInput is RunTool with stdin: what a tool such as the console
+// producer reads.
+func RunToolInput(stdin string, tool string, args ...string) (ToolOutput, error) {
 	version := Version()
 	rel, err := parseRelease(version)
 	if err != nil {
@@ -47,6 +53,7 @@ func RunTool(tool string, args ...string) (ToolOutput, error) {
 	cmd := exec.Command("java", append([]string{"-Xmx512m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
 		logFlag, "-cp", filepath.Join(lib, "*"), class}, args...)...)
 	var stdout, stderr strings.Builder
+	cmd.Stdin = strings.NewReader(stdin)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err = cmd.Run()
 	out := ToolOutput{Class: class, Stdout: stdout.String(), Stderr: stderr.String()}
