@@ -236,6 +236,15 @@ func (m *Manager) placeAll(wctx context.Context, resp *kmsg.MetadataResponse, fr
 		if m.retired[topic] {
 			continue
 		}
+		if t.TopicID == (wire.TopicID{}) {
+			// A Fetch from v13 names a topic by id alone, and Kafka fails
+			// the whole request on a zero id (UNKNOWN_SERVER_ERROR, from a
+			// NullPointerException in its fetch path), so a topic is
+			// followed only once Metadata names its id. Nor is a zero id
+			// taken for a recreated topic.
+			m.cfg.Logger.Warn("metadata names a followed topic without its topic id; waiting for one that does", "topic", topic)
+			continue
+		}
 		old, known := m.knownID(topic)
 		if known && old != t.TopicID {
 			// The topic was deleted and created again under the same name:

@@ -250,6 +250,13 @@ func (w *worker) send(ctx context.Context) {
 			}
 		}
 	}
+	var ids map[string]wire.TopicID
+	if len(epochs) == 0 && len(lists) == 0 && len(fetches) > 0 {
+		ids = w.m.topicIDs()
+		if withoutID(fetches, ids) {
+			w.m.requestRefresh()
+		}
+	}
 	f := &flight{}
 	var reqs []kmsg.Request
 	switch {
@@ -262,7 +269,7 @@ func (w *worker) send(ctx context.Context) {
 		reqs = []kmsg.Request{earliest, latest}
 	case len(fetches) > 0:
 		f.key, f.reqIDs, f.fetches = kmsg.Fetch, requestIDs(fetches), fetchPartitions(fetches)
-		f.topicIDs = w.m.topicIDs()
+		f.topicIDs = ids
 		reqs = []kmsg.Request{wire.FetchRequest(f.fetches, f.topicIDs, w.m.cfg.Limits)}
 	default:
 		return
@@ -281,6 +288,21 @@ func (w *worker) send(ctx context.Context) {
 		}
 		w.flights <- f
 	}()
+}
+
+// withoutID removes from fetches the partitions of a topic with no known
+// id and reports whether there were any: they stay pending until Metadata
+// names the id. A Fetch from v13 names topics by id alone, and Kafka
+// fails the whole request on a zero id (Manager.placeAll).
+func withoutID(fetches map[wire.TopicPartition]*follower.Fetch, ids map[string]wire.TopicID) bool {
+	var held bool
+	for tp := range fetches {
+		if ids[tp.Topic] == (wire.TopicID{}) {
+			delete(fetches, tp)
+			held = true
+		}
+	}
+	return held
 }
 
 // addTo adds k: v to *m, making the map on first use.
