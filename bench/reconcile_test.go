@@ -2,7 +2,11 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"sort"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -44,11 +48,12 @@ func BenchmarkReconcile1000(b *testing.B) {
 	}
 	defer os.RemoveAll(dir)
 	var epochQueries, epochPartitions atomic.Int64
+	results := &resultCounts{n: map[string]int{}}
 	m, err := fetcher.New(fetcher.Config{
 		Client: c.Client(), DataDir: dir, MetadataInterval: time.Second,
 		Follow:    func(t string) bool { return t == topic },
 		Backoff:   follower.BackoffPolicy{Base: 20 * time.Millisecond, Max: time.Second},
-		Observers: []fetcher.Observer{epochCounter{requests: &epochQueries, partitions: &epochPartitions}},
+		Observers: []fetcher.Observer{epochCounter{requests: &epochQueries, partitions: &epochPartitions, results: results}},
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -62,6 +67,7 @@ func BenchmarkReconcile1000(b *testing.B) {
 
 	epochQueries.Store(0)
 	epochPartitions.Store(0)
+	results.reset()
 	stopped := time.Now()
 	c.Stop(1) // controlled shutdown: every leader moves at once
 	var first time.Time
@@ -80,6 +86,7 @@ func BenchmarkReconcile1000(b *testing.B) {
 	b.ReportMetric(time.Since(stopped).Seconds()*1000, "ms-since-shutdown-began")
 	b.ReportMetric(float64(epochQueries.Load()), "epoch-requests")
 	b.ReportMetric(float64(epochPartitions.Load())/float64(partitions), "epoch-queries-per-partition")
+	b.Logf("epoch query answers after the move: %s; load average %s", results, loadAverage())
 }
 
 // epochCounter counts the OffsetForLeaderEpoch requests and the
@@ -87,13 +94,51 @@ func BenchmarkReconcile1000(b *testing.B) {
 type epochCounter struct {
 	fetcher.NopObserver
 	requests, partitions *atomic.Int64
+	results              *resultCounts
 }
 
 func (c epochCounter) RequestDone(s fetcher.RequestStats) {
 	if s.Key == kmsg.OffsetForLeaderEpoch {
 		c.requests.Add(1)
 		c.partitions.Add(int64(s.Partitions))
+		c.results.add(s)
 	}
+}
+
+// resultCounts sums the answers of the epoch queries by result (ok, an
+// error name, or the request's failure), to tell a needed query from a
+// retried one.
+type resultCounts struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (r *resultCounts) add(s fetcher.RequestStats) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if s.Err != nil {
+		r.n["request-failed"] += s.Partitions
+	}
+	for k, v := range s.Results {
+		r.n[k] += v
+	}
+}
+
+func (r *resultCounts) reset() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	clear(r.n)
+}
+
+func (r *resultCounts) String() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for k, v := range r.n {
+		out = append(out, fmt.Sprintf("%s=%d", k, v))
+	}
+	sort.Strings(out)
+	return strings.Join(out, " ")
 }
 
 func waitAll(b *testing.B, m *fetcher.Manager, n int, cond func(fetcher.Status) bool) {
