@@ -651,11 +651,7 @@ func describeRequest(r kmsg.Request) string {
 			}
 		}
 	}
-	name := kmsg.NameForKey(r.Key())
-	if f, ok := r.(*kmsg.FetchRequest); ok && f.MaxWaitMillis != wire.DefaultFetchLimits.MaxWaitMillis {
-		name += fmt.Sprintf(" (long poll cut to %dms)", f.MaxWaitMillis)
-	}
-	return name + " " + strings.Join(parts, ", ")
+	return kmsg.NameForKey(r.Key()) + " " + strings.Join(parts, ", ")
 }
 
 func fetchResponse(t *testing.T, d *datadriven.TestData) *kmsg.FetchResponse {

@@ -281,7 +281,7 @@ func (w *worker) send(ctx context.Context) {
 	case len(fetches) > 0:
 		f.key, f.reqIDs, f.fetches = kmsg.Fetch, requestIDs(fetches), fetchPartitions(fetches)
 		f.topicIDs, f.order = ids, w.fetchOrder(fetches)
-		reqs = []kmsg.Request{wire.FetchRequestInOrder(f.order, f.fetches, f.topicIDs, w.fetchLimits())}
+		reqs = []kmsg.Request{wire.FetchRequestInOrder(f.order, f.fetches, f.topicIDs, w.m.cfg.Limits)}
 	default:
 		return
 	}
@@ -314,22 +314,6 @@ func withoutID(fetches map[wire.TopicPartition]*follower.Fetch, ids map[string]w
 		}
 	}
 	return held
-}
-
-// fetchLimits are the Fetch limits, with the long poll cut short at the
-// next backoff's end: one request is in the air at a time, so a partition
-// waiting to ask again (an epoch query the new leader answered
-// UNKNOWN_LEADER_EPOCH before applying its election) would otherwise also
-// wait out the Fetch of those that reconciled, up to MaxWaitMillis each
-// round.
-func (w *worker) fetchLimits() wire.FetchLimits {
-	lim := w.m.cfg.Limits
-	if at, ok := w.nextWake(); ok {
-		d := at.Sub(w.m.cfg.Now())
-		ms := (d + time.Millisecond - 1) / time.Millisecond // rounded up: not before the wake
-		lim.MaxWaitMillis = int32(min(max(ms, 0), time.Duration(lim.MaxWaitMillis)))
-	}
-	return lim
 }
 
 // toEnd moves tp to the end of the fetch order.
