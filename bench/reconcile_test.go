@@ -2,7 +2,11 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"sort"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,10 +24,15 @@ import (
 // leader epoch until all 1,000 are reconciled and fetching again, and how
 // many OffsetsForLeaderEpoch requests that took (one per broker per round
 // is the target, as Kafka's own fetcher threads batch them).
-func BenchmarkReconcile1000(b *testing.B) {
+func BenchmarkReconcile1000(b *testing.B) { benchReconcile(b, 1000) }
+
+// BenchmarkReconcile4000 is BenchmarkReconcile1000 at 4,000 partitions.
+func BenchmarkReconcile4000(b *testing.B) { benchReconcile(b, 4000) }
+
+func benchReconcile(b *testing.B, partitions int) {
 	ctx := context.Background()
 	c := kafka.Start(b, kafka.Options{NeedsFaults: true})
-	const topic, partitions = "many", 1000
+	const topic = "many"
 	assign := make([][]int32, partitions)
 	for p := range assign {
 		assign[p] = []int32{1, 2 + int32(p%2), 3 - int32(p%2)}
@@ -44,24 +53,28 @@ func BenchmarkReconcile1000(b *testing.B) {
 	}
 	defer os.RemoveAll(dir)
 	var epochQueries, epochPartitions atomic.Int64
+	results := &resultCounts{n: map[string]int{}}
 	m, err := fetcher.New(fetcher.Config{
 		Client: c.Client(), DataDir: dir, MetadataInterval: time.Second,
 		Follow:    func(t string) bool { return t == topic },
 		Backoff:   follower.BackoffPolicy{Base: 20 * time.Millisecond, Max: time.Second},
-		Observers: []fetcher.Observer{epochCounter{requests: &epochQueries, partitions: &epochPartitions}},
+		Observers: []fetcher.Observer{epochCounter{requests: &epochQueries, partitions: &epochPartitions, results: results}},
 	})
 	if err != nil {
 		b.Fatal(err)
 	}
 	rctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
+	opened := time.Now()
 	go func() { done <- m.Run(rctx) }()
 	defer func() { cancel(); <-done }()
 	waitAll(b, m, partitions, func(s fetcher.Status) bool { return s.State == "fetching" && s.LogEndOffset == 1 })
+	b.ReportMetric(time.Since(opened).Seconds()*1000, "ms-to-follow-all") // start-up: empty data dir to all fetching
 	b.Logf("following %d partitions; %d epoch queries for the first reconciliation", partitions, epochQueries.Load())
 
 	epochQueries.Store(0)
 	epochPartitions.Store(0)
+	results.reset()
 	stopped := time.Now()
 	c.Stop(1) // controlled shutdown: every leader moves at once
 	var first time.Time
@@ -80,6 +93,7 @@ func BenchmarkReconcile1000(b *testing.B) {
 	b.ReportMetric(time.Since(stopped).Seconds()*1000, "ms-since-shutdown-began")
 	b.ReportMetric(float64(epochQueries.Load()), "epoch-requests")
 	b.ReportMetric(float64(epochPartitions.Load())/float64(partitions), "epoch-queries-per-partition")
+	b.Logf("epoch query answers after the move: %s; load average %s", results, loadAverage())
 }
 
 // epochCounter counts the OffsetForLeaderEpoch requests and the
@@ -87,13 +101,51 @@ func BenchmarkReconcile1000(b *testing.B) {
 type epochCounter struct {
 	fetcher.NopObserver
 	requests, partitions *atomic.Int64
+	results              *resultCounts
 }
 
 func (c epochCounter) RequestDone(s fetcher.RequestStats) {
 	if s.Key == kmsg.OffsetForLeaderEpoch {
 		c.requests.Add(1)
 		c.partitions.Add(int64(s.Partitions))
+		c.results.add(s)
 	}
+}
+
+// resultCounts sums the answers of the epoch queries by result (ok, an
+// error name, or the request's failure), to tell a needed query from a
+// retried one.
+type resultCounts struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (r *resultCounts) add(s fetcher.RequestStats) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if s.Err != nil {
+		r.n["request-failed"] += s.Partitions
+	}
+	for k, v := range s.Results {
+		r.n[k] += v
+	}
+}
+
+func (r *resultCounts) reset() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	clear(r.n)
+}
+
+func (r *resultCounts) String() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for k, v := range r.n {
+		out = append(out, fmt.Sprintf("%s=%d", k, v))
+	}
+	sort.Strings(out)
+	return strings.Join(out, " ")
 }
 
 func waitAll(b *testing.B, m *fetcher.Manager, n int, cond func(fetcher.Status) bool) {

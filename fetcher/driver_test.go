@@ -38,7 +38,8 @@ import (
 // Commands (see testdata/*.txt for use):
 //
 //	metadata [from=N]                  a Metadata answer, placed by the Manager
-//	  T-P leader=N epoch=N             (one line a partition; leader -1: none)
+//	  T-P leader=N epoch=N [id=none]   (one line a partition; leader -1: none; id=none: the
+//	                                   answer lacks the topic id, set on the topic's first line)
 //	reply broker=N [error=TEXT]        answer broker N's request in the air
 //	  T-P ...                          (one line a partition; a partition left out is missing)
 //	    Fetch:                 [error=NAME] [records=FIRST-LAST [partial=BYTES]] [epoch=N] [hw=N]
@@ -343,7 +344,9 @@ func (e *driverEnv) metadata(t *testing.T, d *datadriven.TestData) *kmsg.Metadat
 		if !ok {
 			mt := kmsg.NewMetadataResponseTopic()
 			mt.Topic = kmsg.StringPtr(tp.Topic)
-			copy(mt.TopicID[:], tp.Topic)
+			if args["id"] != "none" { // id=none: an answer that lacks the topic's id
+				copy(mt.TopicID[:], tp.Topic)
+			}
 			i = len(resp.Topics)
 			topics[tp.Topic] = i
 			resp.Topics = append(resp.Topics, mt)
@@ -464,6 +467,15 @@ func (e *driverEnv) landOrFail(t *testing.T, w *worker) {
 func (e *driverEnv) await(t *testing.T) call {
 	select {
 	case c := <-e.calls:
+		if r, ok := c.req.(*kmsg.FetchRequest); ok {
+			for _, tt := range r.Topics {
+				if tt.TopicID == (wire.TopicID{}) {
+					// Kafka 4.4 fails the whole request (a v13+ Fetch
+					// names topics by id alone).
+					t.Errorf("broker %d was sent a Fetch naming topic %q without its topic id", c.broker, tt.Topic)
+				}
+			}
+		}
 		return c
 	case <-time.After(10 * time.Second):
 		t.Fatal("a worker started a request that never reached its broker")

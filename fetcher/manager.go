@@ -59,6 +59,9 @@ type Manager struct {
 	metaEpochs map[int32]map[wire.TopicPartition]int32
 	metaRound  int
 	brokers    []int32 // from the last Metadata, asked in turn
+	// preopened holds the logs placeAll opened in parallel for place to
+	// take (preopen); empty outside placeAll.
+	preopened map[wire.TopicPartition]opened
 
 	mu       sync.Mutex // guards ids, statuses and loaded, read by other goroutines
 	ids      map[string]wire.TopicID
@@ -225,6 +228,8 @@ func (m *Manager) placeAll(wctx context.Context, resp *kmsg.MetadataResponse, fr
 		m.brokers = append(m.brokers, b.NodeID)
 	}
 	sort.Slice(m.brokers, func(i, j int) bool { return m.brokers[i] < m.brokers[j] })
+	m.preopen(resp)
+	defer m.closePreopened()
 	for _, t := range resp.Topics {
 		if t.Topic == nil || !m.cfg.Follow(*t.Topic) {
 			continue
@@ -235,6 +240,15 @@ func (m *Manager) placeAll(wctx context.Context, resp *kmsg.MetadataResponse, fr
 			continue
 		}
 		if m.retired[topic] {
+			continue
+		}
+		if t.TopicID == (wire.TopicID{}) {
+			// A Fetch from v13 names a topic by id alone, and Kafka fails
+			// the whole request on a zero id (UNKNOWN_SERVER_ERROR, from a
+			// NullPointerException in its fetch path), so a topic is
+			// followed only once Metadata names its id. Nor is a zero id
+			// taken for a recreated topic.
+			m.cfg.Logger.Warn("metadata names a followed topic without its topic id; waiting for one that does", "topic", topic)
 			continue
 		}
 		old, known := m.knownID(topic)
@@ -471,8 +485,92 @@ func (m *Manager) takeHandbacks(wctx context.Context) {
 	}
 }
 
+// openParallel bounds the logs opened at once by preopen: a new log's
+// directory and segment fsyncs, or an existing one's recovery, take tens
+// of milliseconds, mostly waiting on the disk, so thousands opened one at
+// a time took a minute at start-up.
+const openParallel = 16
+
+// opened is a log preopen opened, or why it could not.
+type opened struct {
+	l   partLog
+	err error
+}
+
+// preopen opens, in parallel (at most openParallel at once), the logs of
+// the partitions of resp that place will open: followed, not yet held,
+// not failed, their topic named with an id. place takes them from
+// m.preopened in its own order, so what happens to each partition (and
+// what is logged and observed) is as if it had been opened there.
+func (m *Manager) preopen(resp *kmsg.MetadataResponse) {
+	type job struct {
+		tp wire.TopicPartition
+		id wire.TopicID
+	}
+	var jobs []job
+	for _, t := range resp.Topics {
+		if t.Topic == nil || !m.cfg.Follow(*t.Topic) || t.ErrorCode != 0 || m.retired[*t.Topic] || t.TopicID == (wire.TopicID{}) {
+			continue
+		}
+		if old, known := m.knownID(*t.Topic); known && old != t.TopicID {
+			continue // recreated: placeAll retires it
+		}
+		for _, pm := range t.Partitions {
+			tp := wire.TopicPartition{Topic: *t.Topic, Partition: pm.Partition}
+			_, bad := m.failed[tp]
+			_, owned := m.owner[tp]
+			_, moving := m.moving[tp]
+			if bad || owned || moving || m.parked[tp] != nil {
+				continue
+			}
+			jobs = append(jobs, job{tp, t.TopicID})
+		}
+	}
+	if len(jobs) < 2 {
+		return // opened in place, as ever
+	}
+	results := make([]opened, len(jobs))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, openParallel)
+	for i, j := range jobs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			l, err := m.openPartLog(j.tp, j.id)
+			results[i] = opened{l, err}
+		}()
+	}
+	wg.Wait()
+	m.preopened = make(map[wire.TopicPartition]opened, len(jobs))
+	for i, j := range jobs {
+		m.preopened[j.tp] = results[i]
+	}
+}
+
+// closePreopened closes the preopened logs place did not take (a Metadata
+// answer naming a partition twice, or a rule of place's that preopen does
+// not repeat), so none is left open unowned.
+func (m *Manager) closePreopened() {
+	for tp, o := range m.preopened {
+		if o.err == nil {
+			if err := o.l.Close(); err != nil {
+				m.cfg.Logger.Error("closing log", "partition", tp.String(), "err", err)
+			}
+		}
+	}
+	m.preopened = nil
+}
+
 func (m *Manager) open(tp wire.TopicPartition, id wire.TopicID) (*part, error) {
-	l, err := m.openPartLog(tp, id)
+	var l partLog
+	var err error
+	if o, ok := m.preopened[tp]; ok {
+		delete(m.preopened, tp)
+		l, err = o.l, o.err
+	} else {
+		l, err = m.openPartLog(tp, id)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -1,8 +1,10 @@
 package fetcher
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/kfollower/kfollower/follower"
@@ -21,6 +23,11 @@ type worker struct {
 	orders *mailbox[order] // from the Manager only, carried out in order
 
 	parts map[wire.TopicPartition]*part // owned by run
+	// rank orders the partitions in a Fetch, lowest first: a partition
+	// that got records is given the next rank, moving it to the end
+	// (fairness: a broker fills its response in request order).
+	rank     map[wire.TopicPartition]uint64
+	nextRank uint64
 
 	flight  *flight      // the request in the air, nil if none
 	flights chan *flight // its completion; buffered so the sender never blocks
@@ -59,6 +66,7 @@ type flight struct {
 	epochQs  map[wire.TopicPartition]wire.EpochQuery
 	lists    map[wire.TopicPartition]wire.ListOffsetsQuery
 	fetches  map[wire.TopicPartition]wire.FetchPartition
+	order    []wire.TopicPartition   // the fetches' order in the request
 	topicIDs map[string]wire.TopicID // the fetch's, to read a v13+ answer
 	sent     time.Time
 	resp     kmsg.Response
@@ -80,6 +88,7 @@ func newWorker(m *Manager, id int32) *worker {
 		id: id, m: m, broker: m.broker(id),
 		orders:  newMailbox[order](),
 		parts:   map[wire.TopicPartition]*part{},
+		rank:    map[wire.TopicPartition]uint64{},
 		flights: make(chan *flight, 1),
 		done:    make(chan struct{}),
 	}
@@ -174,6 +183,7 @@ func (w *worker) handle(o order, now time.Time) (quit bool) {
 	switch o.op {
 	case opAdopt:
 		w.parts[o.tp] = o.p
+		w.toEnd(o.tp)
 		o.p.step(now, o.lc)
 	case opLeader:
 		if p, ok := w.parts[o.tp]; ok {
@@ -182,6 +192,7 @@ func (w *worker) handle(o order, now time.Time) (quit bool) {
 	case opRelease:
 		p := w.parts[o.tp]
 		delete(w.parts, o.tp)
+		delete(w.rank, o.tp)
 		if p != nil {
 			// A request of its still in the air is given up, so its state
 			// machine does not wait for a reply this worker will drop.
@@ -253,6 +264,13 @@ func (w *worker) send(ctx context.Context) {
 			}
 		}
 	}
+	var ids map[string]wire.TopicID
+	if len(epochs) == 0 && len(lists) == 0 && len(fetches) > 0 {
+		ids = w.m.topicIDs()
+		if withoutID(fetches, ids) {
+			w.m.requestRefresh()
+		}
+	}
 	f := &flight{}
 	var reqs []kmsg.Request
 	switch {
@@ -265,8 +283,8 @@ func (w *worker) send(ctx context.Context) {
 		reqs = []kmsg.Request{earliest, latest}
 	case len(fetches) > 0:
 		f.key, f.reqIDs, f.fetches = kmsg.Fetch, requestIDs(fetches), fetchPartitions(fetches)
-		f.topicIDs = w.m.topicIDs()
-		reqs = []kmsg.Request{wire.FetchRequest(f.fetches, f.topicIDs, w.m.cfg.Limits)}
+		f.topicIDs, f.order = ids, w.fetchOrder(fetches)
+		reqs = []kmsg.Request{wire.FetchRequestInOrder(f.order, f.fetches, f.topicIDs, w.m.cfg.Limits)}
 	default:
 		return
 	}
@@ -285,6 +303,39 @@ func (w *worker) send(ctx context.Context) {
 		}
 		w.flights <- f
 	}()
+}
+
+// withoutID removes from fetches the partitions of a topic with no known
+// id and reports whether there were any: they stay pending until Metadata
+// names the id. A Fetch from v13 names topics by id alone, and Kafka
+// fails the whole request on a zero id (Manager.placeAll).
+func withoutID(fetches map[wire.TopicPartition]*follower.Fetch, ids map[string]wire.TopicID) bool {
+	var held bool
+	for tp := range fetches {
+		if ids[tp.Topic] == (wire.TopicID{}) {
+			delete(fetches, tp)
+			held = true
+		}
+	}
+	return held
+}
+
+// toEnd moves tp to the end of the fetch order.
+func (w *worker) toEnd(tp wire.TopicPartition) {
+	w.rank[tp] = w.nextRank
+	w.nextRank++
+}
+
+// fetchOrder is the order of a Fetch's partitions: by rank, so those that
+// got records last come last, as Kafka's replica fetcher orders its
+// partitions (AbstractFetcherThread's partitionStates.updateAndMoveToEnd).
+func (w *worker) fetchOrder(fetches map[wire.TopicPartition]*follower.Fetch) []wire.TopicPartition {
+	order := make([]wire.TopicPartition, 0, len(fetches))
+	for tp := range fetches {
+		order = append(order, tp)
+	}
+	slices.SortFunc(order, func(a, b wire.TopicPartition) int { return cmp.Compare(w.rank[a], w.rank[b]) })
+	return order
 }
 
 // addTo adds k: v to *m, making the map on first use.
@@ -352,7 +403,16 @@ func (w *worker) receive(f *flight) {
 				stats.Results[errorName(a.ErrorCode)]++
 			}
 		}
-		for tp, a := range answers {
+		for _, tp := range f.order {
+			a, ok := answers[tp]
+			if !ok {
+				continue
+			}
+			if len(a.Records) > 0 {
+				if _, held := w.parts[tp]; held {
+					w.toEnd(tp) // served: the others come first next time
+				}
+			}
 			if a.Leader != nil {
 				// KIP-951: the broker names the leader it knows of; a
 				// higher epoch than ours starts reconciliation with it.

@@ -155,6 +155,25 @@ type FetchPartition struct {
 // Topics carry both name and id; kmsg writes the one the negotiated version
 // uses (ids from v13).
 func FetchRequest(fs map[TopicPartition]FetchPartition, ids map[string]TopicID, lim FetchLimits) *kmsg.FetchRequest {
+	topics, parts := byTopic(fs)
+	order := make([]TopicPartition, 0, len(fs))
+	for _, t := range topics {
+		for _, p := range parts[t] {
+			order = append(order, TopicPartition{t, p})
+		}
+	}
+	return FetchRequestInOrder(order, fs, ids, lim)
+}
+
+// FetchRequestInOrder is FetchRequest with the partitions in the order
+// given (each of fs once; those of order not in fs are skipped). A broker
+// fills a Fetch response in request order until MaxBytes, so a fetcher
+// rotates the order for fairness, as Kafka's replica fetcher moves the
+// partitions it got data for to the end (AbstractFetcherThread's
+// partitionStates.updateAndMoveToEnd). Consecutive partitions of one topic
+// share a topic entry, and a topic may have more than one, as Kafka's
+// FetchRequest.Builder writes them.
+func FetchRequestInOrder(order []TopicPartition, fs map[TopicPartition]FetchPartition, ids map[string]TopicID, lim FetchLimits) *kmsg.FetchRequest {
 	req := kmsg.NewPtrFetchRequest()
 	req.ReplicaID, req.ReplicaState.ID = -1, -1 // v15+ carries it in ReplicaState (KIP-903)
 	req.MaxWaitMillis = lim.MaxWaitMillis
@@ -162,22 +181,25 @@ func FetchRequest(fs map[TopicPartition]FetchPartition, ids map[string]TopicID, 
 	req.MaxBytes = lim.MaxBytes
 	req.IsolationLevel = 0 // read_uncommitted
 	req.SessionID, req.SessionEpoch = 0, -1
-	topics, parts := byTopic(fs)
-	for _, t := range topics {
-		rt := kmsg.NewFetchRequestTopic()
-		rt.Topic, rt.TopicID = t, ids[t]
-		for _, p := range parts[t] {
-			f := fs[TopicPartition{t, p}]
-			rp := kmsg.NewFetchRequestTopicPartition()
-			rp.Partition = p
-			rp.CurrentLeaderEpoch = f.CurrentLeaderEpoch // KIP-320
-			rp.FetchOffset = f.Offset
-			rp.LastFetchedEpoch = f.LastFetchedEpoch // KIP-595 truncate-on-fetch
-			rp.LogStartOffset = f.LogStartOffset
-			rp.PartitionMaxBytes = lim.PartitionMaxBytes
-			rt.Partitions = append(rt.Partitions, rp)
+	for _, tp := range order {
+		f, ok := fs[tp]
+		if !ok {
+			continue
 		}
-		req.Topics = append(req.Topics, rt)
+		if n := len(req.Topics); n == 0 || req.Topics[n-1].Topic != tp.Topic {
+			rt := kmsg.NewFetchRequestTopic()
+			rt.Topic, rt.TopicID = tp.Topic, ids[tp.Topic]
+			req.Topics = append(req.Topics, rt)
+		}
+		rt := &req.Topics[len(req.Topics)-1]
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition = tp.Partition
+		rp.CurrentLeaderEpoch = f.CurrentLeaderEpoch // KIP-320
+		rp.FetchOffset = f.Offset
+		rp.LastFetchedEpoch = f.LastFetchedEpoch // KIP-595 truncate-on-fetch
+		rp.LogStartOffset = f.LogStartOffset
+		rp.PartitionMaxBytes = lim.PartitionMaxBytes
+		rt.Partitions = append(rt.Partitions, rp)
 	}
 	return req
 }

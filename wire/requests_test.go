@@ -2,8 +2,10 @@ package wire
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/kfollower/kfollower/wire/batch"
@@ -300,5 +302,28 @@ func TestListOffsetsReplies(t *testing.T) {
 	answers, _ = ListOffsetsReplies(earliest, latest, qs)
 	if a := answers[tpA0]; a.ErrorCode != kerr.NotLeaderForPartition.Code {
 		t.Fatalf("a-0: %+v", a)
+	}
+}
+
+// FetchRequestInOrder keeps the order given, a topic entry for each run of
+// one topic's partitions (as Kafka's FetchRequest.Builder writes them),
+// and skips what the order names without a fetch.
+func TestFetchRequestInOrder(t *testing.T) {
+	fs := map[TopicPartition]FetchPartition{tpA0: {Offset: 1}, tpA1: {Offset: 2}, tpB0: {Offset: 3}}
+	order := []TopicPartition{tpA1, tpB0, {Topic: "c", Partition: 9}, tpA0}
+	req := FetchRequestInOrder(order, fs, map[string]TopicID{"a": idA, "b": idB}, DefaultFetchLimits)
+	var got []string
+	for _, rt := range req.Topics {
+		var ps []string
+		for _, p := range rt.Partitions {
+			ps = append(ps, fmt.Sprintf("%d@%d", p.Partition, p.FetchOffset))
+		}
+		got = append(got, fmt.Sprintf("%s[%s]", rt.Topic, strings.Join(ps, " ")))
+	}
+	if s := strings.Join(got, " "); s != "a[1@2] b[0@3] a[0@1]" {
+		t.Fatalf("topics in the request: %s, want a[1@2] b[0@3] a[0@1]", s)
+	}
+	if req.Topics[2].TopicID != idA {
+		t.Fatalf("the second entry of topic a carries id %x, want %x", req.Topics[2].TopicID, idA)
 	}
 }

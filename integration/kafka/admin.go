@@ -106,6 +106,14 @@ func (c *Cluster) partitionFrom(ctx context.Context, id int32, topic string, par
 	rt := kmsg.NewDescribeTopicPartitionsRequestTopic()
 	rt.Topic = topic
 	req.Topics = append(req.Topics, rt)
+	// An answer holds at most ResponsePartitionLimit partitions (2,000 by
+	// default) and names a cursor for the rest, so a partition past the
+	// first page would never be found: the cursor starts the answer at the
+	// partition asked about, and one is all it needs to hold (KIP-966,
+	// DescribeTopicPartitionsRequestHandler).
+	cursor := kmsg.NewDescribeTopicPartitionsRequestCursor()
+	cursor.Topic, cursor.Partition = topic, partition
+	req.Cursor, req.ResponsePartitionLimit = &cursor, 1
 	var resp *kmsg.DescribeTopicPartitionsResponse
 	if id < 0 {
 		r, err := req.RequestWith(ctx, c.adminClient())

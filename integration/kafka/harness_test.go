@@ -129,3 +129,21 @@ func checkEnd(ctx context.Context, t *testing.T, c *kafka.Cluster, topic string,
 		t.Fatalf("end offset of %s-0 is %d, want %d", topic, hw, want)
 	}
 }
+
+// CreateTopic above 2,000 partitions: a DescribeTopicPartitions answer
+// holds 2,000 by default, and the harness waited for every partition's
+// leader in it, so partition 2,000 on was never found.
+func TestCreateTopicManyPartitions(t *testing.T) {
+	ctx := context.Background()
+	c := kafka.Start(t, kafka.Options{})
+	const topic, partitions = "many", 2500
+	assign := make([][]int32, partitions)
+	for p := range assign {
+		assign[p] = []int32{1 + int32(p%3)}
+	}
+	c.CreateTopic(ctx, topic, assign, nil)
+	s := c.WaitPartition(ctx, topic, partitions-1, "a leader", func(s kafka.PartitionState) bool { return s.Leader >= 0 })
+	if want := assign[partitions-1][0]; s.Leader != want {
+		t.Fatalf("partition %d: %v, want leader %d", partitions-1, s, want)
+	}
+}
