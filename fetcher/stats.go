@@ -4,7 +4,7 @@ import (
 	"time"
 
 	"github.com/kfollower/kfollower/follower"
-	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/kfollower/kfollower/wire"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -37,18 +37,10 @@ type RequestStats struct {
 // epochResult classifies one partition of an OffsetsForLeaderEpoch reply.
 func epochResult(r follower.EpochReply) string {
 	if r.ErrorCode != 0 {
-		return errorName(r.ErrorCode)
+		return wire.ErrorName(r.ErrorCode)
 	}
 	if r.Leader.EndOffset < 0 {
 		return "undefined"
 	}
 	return "ok"
-}
-
-// errorName is a Kafka error code's name, e.g. FENCED_LEADER_EPOCH.
-func errorName(code int16) string {
-	if ke, ok := kerr.ErrorForCode(code).(*kerr.Error); ok {
-		return ke.Message
-	}
-	return "UNKNOWN_ERROR_CODE"
 }

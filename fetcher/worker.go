@@ -400,7 +400,7 @@ func (w *worker) receive(f *flight) {
 				if stats.Results == nil {
 					stats.Results = map[string]int{}
 				}
-				stats.Results[errorName(a.ErrorCode)]++
+				stats.Results[wire.ErrorName(a.ErrorCode)]++
 			}
 		}
 		for _, tp := range f.order {

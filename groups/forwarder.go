@@ -302,7 +302,7 @@ func (f *Forwarder) Coordinator(ctx context.Context, group string) error {
 			code = ke.Code
 		}
 	}
-	f.obs.Forwarded("FindCoordinator", errName(code), reached, time.Since(start))
+	f.obs.Forwarded("FindCoordinator", server.ErrorName(code), reached, time.Since(start))
 	return err
 }
 
@@ -392,15 +392,3 @@ type nopObserver struct{}
 
 func (nopObserver) Forwarded(string, string, bool, time.Duration) {}
 func (nopObserver) CommitAboveWatermark(string)                   {}
-
-// errName is the Kafka name of an error code, "NONE" for 0.
-func errName(code int16) string {
-	if code == 0 {
-		return "NONE"
-	}
-	var ke *kerr.Error
-	if errors.As(kerr.ErrorForCode(code), &ke) {
-		return ke.Message
-	}
-	return "UNKNOWN_SERVER_ERROR"
-}

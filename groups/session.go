@@ -45,7 +45,7 @@ func (s *session) Forward(ctx context.Context, req kmsg.Request) (kmsg.Response,
 	if cs := codes(resp); len(cs) > 0 {
 		code = cs[0]
 	}
-	s.f.obs.Forwarded(kmsg.NameForKey(req.Key()), errName(code), reached, time.Since(start))
+	s.f.obs.Forwarded(kmsg.NameForKey(req.Key()), server.ErrorName(code), reached, time.Since(start))
 	if reached {
 		s.f.reachable()
 	}

@@ -179,7 +179,7 @@ func (p *partitionProbe) checkEpochGaps(ctx context.Context) (CheckResult, error
 		}
 		c.add(Observation{
 			Request:  fmt.Sprintf("OffsetsForLeaderEpoch leaderEpoch=%d currentLeaderEpoch=%d (%s)", q.epoch, p.cur, q.why),
-			Answer:   fmt.Sprintf("error %s, (%d, %d)", errName(a.ErrorCode), a.Epoch, a.EndOffset),
+			Answer:   fmt.Sprintf("error %s, (%d, %d)", wire.ErrorName(a.ErrorCode), a.Epoch, a.EndOffset),
 			Expected: fmt.Sprintf("error NONE, (%d, %d)", want.Epoch, want.EndOffset),
 			Status:   passIf(a.ErrorCode == 0 && a.EpochEndOffset == want),
 		})
@@ -214,12 +214,12 @@ func (p *partitionProbe) checkFencing(ctx context.Context) (CheckResult, error) 
 		{"OffsetsForLeaderEpoch", kmsg.OffsetForLeaderEpoch, epochsCurrentEpoch, func(e int32) (string, string, int16, error) {
 			a, err := p.l.epochs(ctx, e, p.cur)
 			return fmt.Sprintf("OffsetsForLeaderEpoch leaderEpoch=%d currentLeaderEpoch=%d", p.cur, e),
-				fmt.Sprintf("error %s, (%d, %d)", errName(a.ErrorCode), a.Epoch, a.EndOffset), a.ErrorCode, err
+				fmt.Sprintf("error %s, (%d, %d)", wire.ErrorName(a.ErrorCode), a.Epoch, a.EndOffset), a.ErrorCode, err
 		}},
 		{"ListOffsets", kmsg.ListOffsets, listOffsetsCurrentEpoch, func(e int32) (string, string, int16, error) {
 			a, err := p.l.logStart(ctx, e)
 			return fmt.Sprintf("ListOffsets EARLIEST currentLeaderEpoch=%d", e),
-				fmt.Sprintf("error %s, offset %d", errName(a.ErrorCode), a.Offset), a.ErrorCode, err
+				fmt.Sprintf("error %s, offset %d", wire.ErrorName(a.ErrorCode), a.Offset), a.ErrorCode, err
 		}},
 		{"Fetch", kmsg.Fetch, fetchCurrentLeaderEpoch, func(e int32) (string, string, int16, error) {
 			f, desc, err := p.l.fetch(ctx, p.logStart, e, -1, p.logStart)
@@ -231,7 +231,7 @@ func (p *partitionProbe) checkFencing(ctx context.Context) (CheckResult, error) 
 			epoch int32
 			want  *kerr.Error
 		}{{p.cur - 1, kerr.FencedLeaderEpoch}, {p.cur + 1, kerr.UnknownLeaderEpoch}} {
-			o := Observation{Expected: errName(q.want.Code)}
+			o := Observation{Expected: wire.ErrorName(q.want.Code)}
 			switch {
 			case !p.vers.has(a.key, a.min):
 				o.Request = fmt.Sprintf("%s currentLeaderEpoch=%d", a.name, q.epoch)
@@ -378,7 +378,7 @@ func (p *partitionProbe) checkOffsets(ctx context.Context) (CheckResult, int64, 
 	last := hws[len(hws)-1].hw
 	c.add(Observation{
 		Request:  fmt.Sprintf("ListOffsets LATEST replicaId=-2 currentLeaderEpoch=%d, after them", p.cur),
-		Answer:   fmt.Sprintf("error %s, log end %d", errName(leo.ErrorCode), leo.Offset),
+		Answer:   fmt.Sprintf("error %s, log end %d", wire.ErrorName(leo.ErrorCode), leo.Offset),
 		Expected: fmt.Sprintf("error NONE, a log end ≥ %d (the last high watermark) and ≥ %d (the current epoch's end in the walk)", last, p.lin.logEnd),
 		Status:   passIf(leo.ErrorCode == 0 && leo.Offset >= last && leo.Offset >= p.lin.logEnd),
 	})

@@ -2,7 +2,6 @@ package probe
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/kfollower/kfollower/cluster"
@@ -91,18 +90,6 @@ const (
 	epochsCurrentEpoch      = 2  // KIP-320
 )
 
-// errName is a Kafka error code's name, "NONE" for 0.
-func errName(code int16) string {
-	if code == 0 {
-		return "NONE"
-	}
-	var ke *kerr.Error
-	if errors.As(kerr.ErrorForCode(code), &ke) {
-		return ke.Message
-	}
-	return fmt.Sprintf("error %d", code)
-}
-
 // leaderConn sends the probe's requests for one partition to its leader,
 // every one built by wire's builders, and keeps the high watermarks the
 // leader reported, in order, for the watermark check.
@@ -185,7 +172,7 @@ type fetched struct {
 }
 
 func (f fetched) String() string {
-	s := fmt.Sprintf("error %s", errName(f.ErrorCode))
+	s := fmt.Sprintf("error %s", wire.ErrorName(f.ErrorCode))
 	if f.ErrorCode != 0 {
 		return s
 	}

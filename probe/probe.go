@@ -140,7 +140,7 @@ type answerError struct {
 }
 
 func (e *answerError) Error() string {
-	return fmt.Sprintf("%s answered %s", e.request, errName(e.code))
+	return fmt.Sprintf("%s answered %s", e.request, wire.ErrorName(e.code))
 }
 
 // probeOnce runs the five checks on one partition under the leadership pm
@@ -155,7 +155,7 @@ func probeOnce(ctx context.Context, o Options, pr *PartitionReport, pm cluster.P
 		return pm, err
 	}
 	if ls.ErrorCode != 0 {
-		return pm, fmt.Errorf("%s: ListOffsets EARLIEST currentLeaderEpoch=%d to broker %d answered %s", tp, p.cur, pm.Leader, errName(ls.ErrorCode))
+		return pm, fmt.Errorf("%s: ListOffsets EARLIEST currentLeaderEpoch=%d to broker %d answered %s", tp, p.cur, pm.Leader, wire.ErrorName(ls.ErrorCode))
 	}
 	p.logStart, pr.LogStart = ls.Offset, ls.Offset
 
@@ -169,7 +169,7 @@ func probeOnce(ctx context.Context, o Options, pr *PartitionReport, pm cluster.P
 	// An error code in the walk fails it, as an answer the walk cannot use;
 	// if the leadership moved meanwhile, the whole probe is discarded.
 	if ae := (*answerError)(nil); errors.As(err, &ae) {
-		walk = append(walk, Observation{Request: ae.request, Answer: "error " + errName(ae.code), Expected: "error NONE", Status: Fail})
+		walk = append(walk, Observation{Request: ae.request, Answer: "error " + wire.ErrorName(ae.code), Expected: "error NONE", Status: Fail})
 		violation, err = ae.Error(), nil
 	}
 	if err != nil {
