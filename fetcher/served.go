@@ -8,7 +8,7 @@ import (
 	"github.com/kfollower/kfollower/wire"
 )
 
-// The served leader epoch (issue 11; docs/design.md): the epoch a server of
+// The served leader epoch (docs/design.md §11): the epoch a server of
 // the copy names as its own leadership of a partition, in Metadata and in
 // the KIP-320 fences of Fetch, ListOffsets and OffsetsForLeaderEpoch. It is
 // this copy's epoch, not the upstream one, under four rules:

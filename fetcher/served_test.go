@@ -480,3 +480,87 @@ func (c *chainCase) caughtUp() {
 		}
 	}
 }
+
+// spyLog reports whether the catalog served the partition while the log
+// truncated.
+type spyLog struct {
+	*storage.Log
+	during func()
+}
+
+func (l spyLog) TruncateTo(offset int64) error {
+	l.during()
+	return l.Log.TruncateTo(offset)
+}
+
+// While a truncation runs the partition is not served (a reader would see
+// the shorter log under the old epoch, and a consumer past the new end
+// would get OFFSET_OUT_OF_RANGE instead of being fenced); after it, it is
+// served at a higher epoch, kept by a restart. A truncation that removes
+// nothing changes nothing.
+func TestServedEpochTruncation(t *testing.T) {
+	dir := t.TempDir()
+	m := &Manager{cfg: Config{DataDir: dir, Logger: slog.New(slog.DiscardHandler)}}
+	tp := wire.TopicPartition{Topic: "t", Partition: 0}
+	open := func() (*storage.Log, partLog, *bool) {
+		l, err := storage.Open(dir, tp.Topic, tp.Partition, storage.Options{Logger: m.cfg.Logger})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var servedDuring bool
+		pl, err := m.serve(tp, spyLog{l, func() { _, _, servedDuring = m.CatalogPartition(tp.Topic, tp.Partition) }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.catalog.add(tp, pl)
+		return l, pl, &servedDuring
+	}
+	l, pl, servedDuring := open()
+	epoch := func() int32 {
+		t.Helper()
+		_, e, ok := m.CatalogPartition(tp.Topic, tp.Partition)
+		if !ok {
+			t.Fatal("not served")
+		}
+		return e
+	}
+	if e := epoch(); e != 0 {
+		t.Fatalf("a new partition serves epoch %d, want 0", e)
+	}
+	if err := pl.Append(batch.BuildRun(0, 3, 4, 2)); err != nil {
+		t.Fatal(err)
+	}
+	m.catalog.mu.Lock()
+	s := m.catalog.epochs[tp]
+	m.catalog.mu.Unlock()
+	if err := m.catalog.rise(s, pl, 3); err != nil {
+		t.Fatal(err)
+	}
+	if e := epoch(); e != 3 {
+		t.Fatalf("after batches of epoch 3: serving %d", e)
+	}
+	if err := pl.TruncateTo(8); err != nil {
+		t.Fatal(err)
+	}
+	if e := epoch(); e != 3 || !*servedDuring {
+		t.Fatalf("a truncation at the log end: serving %d (served during it: %v), want 3, served", e, *servedDuring)
+	}
+	if err := pl.TruncateTo(4); err != nil {
+		t.Fatal(err)
+	}
+	if *servedDuring {
+		t.Error("the partition was served while it truncated")
+	}
+	if e := epoch(); e != 4 {
+		t.Fatalf("after truncating 4..8: serving %d, want 4", e)
+	}
+	m.catalog.remove(tp)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l, _, _ = open()
+	defer l.Close()
+	if e := epoch(); e != 4 {
+		t.Fatalf("reopened: serving %d, want 4", e)
+	}
+}
