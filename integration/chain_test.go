@@ -37,11 +37,8 @@ func TestChain(t *testing.T) {
 	bin := chainBinary(t)
 	c := kafka.Start(t, kafka.Options{Layout: kafka.Isolated, NeedsFaults: true})
 	const topic = "chain"
-	const a, b = int32(1), int32(2)
 	const n1, n2, n3 = 300, 120, 200
-	c.CreateTopic(ctx, topic, [][]int32{{a, b}}, map[string]string{
-		"min.insync.replicas": "1", "unclean.leader.election.enable": "false",
-	})
+	lossyTopic(ctx, c, topic)
 	dirA, dirB := t.TempDir(), t.TempDir()
 	serveA := chainFreeAddr(t)
 	kfA := startChainDaemon(t, bin, "A", "--bootstrap-servers", strings.Join(c.Bootstrap(), ","), "--topics", topic,
@@ -53,20 +50,13 @@ func TestChain(t *testing.T) {
 	kfA.waitStatus(t, topic, fmt.Sprintf("log end %d", n1), func(s fetcher.Status) bool { return s.LogEndOffset == n1 })
 	kfB.waitStatus(t, topic, fmt.Sprintf("log end %d", n1), func(s fetcher.Status) bool { return s.LogEndOffset == n1 })
 
-	c.Pause(b)
-	c.WaitPartition(ctx, topic, 0, "ISR [A]", func(st kafka.PartitionState) bool { return kafka.SameSet(st.ISR, []int32{a}) })
+	isolateLeader(ctx, c, topic)
 	lost := produceTo(ctx, t, c, topic, 0, "n2", n2)
 	// Committed (ISR [A], min ISR 1): both copy it.
 	kfA.waitStatus(t, topic, fmt.Sprintf("log end %d", n1+n2), func(s fetcher.Status) bool { return s.LogEndOffset == n1+n2 })
 	kfB.waitStatus(t, topic, fmt.Sprintf("log end %d", n1+n2), func(s fetcher.Status) bool { return s.LogEndOffset == n1+n2 })
 
-	c.Kill(a)
-	c.WaitPartition(ctx, topic, 0, "no leader", func(st kafka.PartitionState) bool { return st.Leader == -1 })
-	c.Resume(b)
-	elected := c.ElectUnclean(ctx, topic, 0)
-	if elected.Leader != b {
-		t.Fatalf("unclean election chose %v, want leader %d", elected, b)
-	}
+	elected := electUnclean(ctx, t, c, topic)
 	newer := produceTo(ctx, t, c, topic, 0, "n3", n3)
 	if len(newer) != n3 || newer[0].Offset != n1 {
 		t.Fatalf("B wrote %d new records from %v, want %d from %d", len(newer), newer, n3, n1)
@@ -104,6 +94,36 @@ func TestChain(t *testing.T) {
 	}
 	checkLostFound(t, dirA, topic, lost)
 	checkLostFound(t, dirB, topic, lost)
+}
+
+// The unclean election of docs/testing.md §6.8, in steps: lossyTopic has
+// brokers 1 (A, the leader) and 2 (B) of an Isolated cluster, min ISR 1;
+// isolateLeader pauses B until the ISR is [A] alone, so what is produced
+// next is committed on A only; electUnclean kills A and elects B
+// uncleanly, which loses it.
+const lossA, lossB = int32(1), int32(2)
+
+func lossyTopic(ctx context.Context, c *kafka.Cluster, topic string) {
+	c.CreateTopic(ctx, topic, [][]int32{{lossA, lossB}}, map[string]string{
+		"min.insync.replicas": "1", "unclean.leader.election.enable": "false",
+	})
+}
+
+func isolateLeader(ctx context.Context, c *kafka.Cluster, topic string) {
+	c.Pause(lossB)
+	c.WaitPartition(ctx, topic, 0, "ISR [A]", func(st kafka.PartitionState) bool { return kafka.SameSet(st.ISR, []int32{lossA}) })
+}
+
+func electUnclean(ctx context.Context, t *testing.T, c *kafka.Cluster, topic string) kafka.PartitionState {
+	t.Helper()
+	c.Kill(lossA)
+	c.WaitPartition(ctx, topic, 0, "no leader", func(st kafka.PartitionState) bool { return st.Leader == -1 })
+	c.Resume(lossB)
+	elected := c.ElectUnclean(ctx, topic, 0)
+	if elected.Leader != lossB {
+		t.Fatalf("unclean election chose %v, want leader %d", elected, lossB)
+	}
+	return elected
 }
 
 // chainBinary builds cmd/kfollower once per test binary.

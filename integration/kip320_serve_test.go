@@ -38,19 +38,15 @@ func TestKIP320ThroughKfollower(t *testing.T) {
 	}
 	c := kafka.Start(t, kafka.Options{Layout: kafka.Isolated, NeedsFaults: true})
 	const topic = "kip320"
-	const a, b = int32(1), int32(2)
 	const n1, n2, n3 = 300, 120, 200
-	c.CreateTopic(ctx, topic, [][]int32{{a, b}}, map[string]string{
-		"min.insync.replicas": "1", "unclean.leader.election.enable": "false",
-	})
+	lossyTopic(ctx, c, topic)
 	dir := t.TempDir()
 	serve := chainFreeAddr(t)
 	kf := startChainDaemon(t, bin, "A", "--bootstrap-servers", strings.Join(c.Bootstrap(), ","), "--topics", topic,
 		"--data-dir", dir, "--serve", serve, "--metadata-interval", "500ms")
 
 	produceTo(ctx, t, c, topic, 0, "n1", n1)
-	c.Pause(b)
-	c.WaitPartition(ctx, topic, 0, "ISR [A]", func(st kafka.PartitionState) bool { return kafka.SameSet(st.ISR, []int32{a}) })
+	isolateLeader(ctx, c, topic)
 	produceTo(ctx, t, c, topic, 0, "n2", n2)
 	kf.waitStatus(t, topic, fmt.Sprintf("log end %d", n1+n2), func(s fetcher.Status) bool { return s.LogEndOffset == n1+n2 })
 
@@ -63,13 +59,7 @@ func TestKIP320ThroughKfollower(t *testing.T) {
 		p.waitLine(t, fmt.Sprintf("READ %d", n1+n2), 120*time.Second)
 	}
 
-	c.Kill(a)
-	c.WaitPartition(ctx, topic, 0, "no leader", func(st kafka.PartitionState) bool { return st.Leader == -1 })
-	c.Resume(b)
-	elected := c.ElectUnclean(ctx, topic, 0)
-	if elected.Leader != b {
-		t.Fatalf("unclean election chose %v, want leader %d", elected, b)
-	}
+	elected := electUnclean(ctx, t, c, topic)
 	// More new records than were lost: a consumer that missed the
 	// truncation would read on past its old position without an error.
 	produceTo(ctx, t, c, topic, 0, "n3", n3)
