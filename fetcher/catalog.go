@@ -30,14 +30,10 @@ type CatalogTopic struct {
 type catalog struct {
 	mu     sync.Mutex
 	topics map[string]CatalogTopic
-	logs   map[wire.TopicPartition]*servedLog
-}
-
-type servedLog struct {
-	log storage.Reader
-	// epoch is the highest upstream leader epoch the partition's state
-	// machine has followed; it never goes down.
-	epoch int32
+	logs   map[wire.TopicPartition]storage.Reader
+	// epochs are the served epochs (served.go), from the first open of a
+	// partition's log until it is no longer served.
+	epochs map[wire.TopicPartition]*servedEpoch
 }
 
 // topic records a followed topic from Metadata.
@@ -50,26 +46,24 @@ func (c *catalog) topic(name string, id wire.TopicID, partitions int) {
 	c.topics[name] = CatalogTopic{Name: name, ID: id, Partitions: int32(partitions)}
 }
 
-// add serves l as tp's log. A log reopened after a storage failure
-// replaces the old one and keeps its served epoch, which never goes down.
+// add serves l as tp's log, after Manager.serve loaded its served epoch. A
+// log reopened after a storage failure replaces the old one.
 func (c *catalog) add(tp wire.TopicPartition, l storage.Reader) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.logs == nil {
-		c.logs = map[wire.TopicPartition]*servedLog{}
+		c.logs = map[wire.TopicPartition]storage.Reader{}
 	}
-	if s := c.logs[tp]; s != nil {
-		s.log = l
-		return
-	}
-	c.logs[tp] = &servedLog{log: l, epoch: -1}
+	c.logs[tp] = l
 }
 
-// remove stops serving tp; its log is about to be closed.
+// remove stops serving tp; its log is about to be closed. Its served epoch
+// stays on disk, read again when the log is opened again.
 func (c *catalog) remove(tp wire.TopicPartition) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.logs, tp)
+	delete(c.epochs, tp)
 }
 
 // retire stops listing topic: its partitions no longer follow it (it was
@@ -81,6 +75,7 @@ func (c *catalog) retire(topic string) {
 	for tp := range c.logs {
 		if tp.Topic == topic {
 			delete(c.logs, tp)
+			delete(c.epochs, tp)
 		}
 	}
 }
@@ -90,23 +85,26 @@ func (c *catalog) clear() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	clear(c.logs)
+	clear(c.epochs)
 }
 
-// raise lifts tp's served epoch to epoch if that is higher.
-func (c *catalog) raise(tp wire.TopicPartition, epoch int32) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if s := c.logs[tp]; s != nil && epoch > s.epoch {
-		s.epoch = epoch
-	}
-}
-
-// changed raises tp's served epoch to the leader epoch its state machine
-// follows and tells Config.Changed: called by p's owner after each step
-// that may have changed what a reader of the log sees (appends,
-// truncations, retention, flushes, hand-offs all end in publish).
+// changed raises tp's served epoch by the rules of served.go (leaderEpoch,
+// the upstream one, once reconciled with; the log's latest; past a
+// truncation) and tells
+// Config.Changed: called by p's owner after each step that may have
+// changed what a reader of the log sees (appends, truncations, retention,
+// flushes, hand-offs all end in publish).
 func (m *Manager) changed(p *part, leaderEpoch int32) {
-	m.catalog.raise(p.tp, leaderEpoch)
+	m.catalog.mu.Lock()
+	s := m.catalog.epochs[p.tp]
+	m.catalog.mu.Unlock()
+	if s != nil {
+		if err := m.catalog.rise(s, p.log, reconciledEpoch(p, leaderEpoch)); err != nil {
+			// Served as before (or, after a truncation, not at all)
+			// until a later publish makes it durable.
+			m.cfg.Logger.Warn("persisting the served leader epoch failed; retrying", "partition", p.tp.String(), "err", err)
+		}
+	}
 	if m.cfg.Changed != nil {
 		m.cfg.Changed(p.tp)
 	}
@@ -125,19 +123,21 @@ func (m *Manager) CatalogTopics() []CatalogTopic {
 	return out
 }
 
-// CatalogPartition is tp's log, read-only, and the highest upstream leader
-// epoch followed for it (-1 before the first Metadata names one); ok is
-// false while the partition has no open log (not yet opened, failed,
-// stopped, or the Manager has shut down). Safe to call from any goroutine;
-// the Reader's methods are safe beside the log's writer.
-func (m *Manager) CatalogPartition(topic string, partition int32) (log storage.Reader, leaderEpoch int32, ok bool) {
+// CatalogPartition is tp's log, read-only, and its served leader epoch
+// (served.go: persisted, at least 0, the log's latest epoch and the
+// upstream epoch reconciled with, raised by every truncation); ok is false
+// while the partition has no open log (not yet opened, failed, stopped, or
+// the Manager has shut down) and while it truncates. Safe to call from any
+// goroutine; the Reader's methods are safe beside the log's writer.
+func (m *Manager) CatalogPartition(topic string, partition int32) (log storage.Reader, servedEpoch int32, ok bool) {
+	tp := wire.TopicPartition{Topic: topic, Partition: partition}
 	m.catalog.mu.Lock()
 	defer m.catalog.mu.Unlock()
-	s := m.catalog.logs[wire.TopicPartition{Topic: topic, Partition: partition}]
-	if s == nil {
+	l, e := m.catalog.logs[tp], m.catalog.epochs[tp]
+	if l == nil || e == nil || e.held {
 		return nil, -1, false
 	}
-	return s.log, s.epoch, true
+	return l, e.store.Epoch(), true
 }
 
 // unserve stops serving tp, before its log is closed, and says so.

@@ -598,7 +598,7 @@ func (m *Manager) openPartLog(tp wire.TopicPartition, id wire.TopicID) (partLog,
 	if err != nil {
 		return nil, fmt.Errorf("opening the local log of %s: %w", tp, err)
 	}
-	return l, nil
+	return m.serve(tp, l)
 }
 
 // reopen closes p's log and opens it again, after a storage failure: the
