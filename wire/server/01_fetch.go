@@ -233,6 +233,26 @@ func (s *Server) readPartition(req *kmsg.FetchRequest, p *fetchPart, limit int, 
 		}
 		return 0, true
 	}
+	// moved answers an out-of-range offset or a failed read as a broker
+	// would after a truncation that ran while this request read: the
+	// Catalog unserves a partition while it truncates and serves it again
+	// at a higher epoch, so if the lookup changed, the client is told to
+	// find the leader again (or is fenced, when it named the old epoch)
+	// and then validates its position with OffsetsForLeaderEpoch, instead
+	// of resetting on an OFFSET_OUT_OF_RANGE the truncation caused.
+	moved := func(otherwise *kerr.Error) (int, bool) {
+		now, ok := s.lookup(p.topic, rp.Partition)
+		switch {
+		case !ok:
+			return fail(kerr.NotLeaderForPartition)
+		case now.epoch != part.epoch:
+			if err := now.fence(rp.CurrentLeaderEpoch, req.Version >= 9 && rp.CurrentLeaderEpoch >= 0); err != nil {
+				return fail(err)
+			}
+			return fail(kerr.NotLeaderForPartition)
+		}
+		return fail(otherwise)
+	}
 	l := part.log
 	start := l.LogStartOffset()
 	hw := l.DurableEnd()
@@ -249,7 +269,7 @@ func (s *Server) readPartition(req *kmsg.FetchRequest, p *fetchPart, limit int, 
 		epoch, end := part.endOffsetFor(rp.LastFetchedEpoch)
 		switch {
 		case epoch < 0 || end < 0, rp.FetchOffset < start:
-			return fail(kerr.OffsetOutOfRange)
+			return moved(kerr.OffsetOutOfRange)
 		case epoch < rp.LastFetchedEpoch || end < rp.FetchOffset:
 			offsets()
 			r.DivergingEpoch.Epoch, r.DivergingEpoch.EndOffset = epoch, end
@@ -257,7 +277,7 @@ func (s *Server) readPartition(req *kmsg.FetchRequest, p *fetchPart, limit int, 
 		}
 	}
 	if rp.FetchOffset < start || rp.FetchOffset > leo {
-		return fail(kerr.OffsetOutOfRange)
+		return moved(kerr.OffsetOutOfRange)
 	}
 	end := hw
 	if committed {
@@ -266,13 +286,13 @@ func (s *Server) readPartition(req *kmsg.FetchRequest, p *fetchPart, limit int, 
 	records, next, err := readRange(l, rp.FetchOffset, end, limit, minOne)
 	if err != nil {
 		if rp.FetchOffset < l.LogStartOffset() {
-			return fail(kerr.OffsetOutOfRange) // retention passed it meanwhile
+			return moved(kerr.OffsetOutOfRange) // retention passed it meanwhile
 		}
 		s.log.Warn("Fetch: reading the log", "topic", p.topic, "partition", rp.Partition, "offset", rp.FetchOffset, "err", err)
 		if req.Version <= 5 {
-			return fail(kerr.NotLeaderForPartition)
+			return moved(kerr.NotLeaderForPartition)
 		}
-		return fail(kerr.KafkaStorageError)
+		return moved(kerr.KafkaStorageError)
 	}
 	if req.Version < 10 && holdsZstd(records) {
 		return fail(kerr.UnsupportedCompressionType)

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -454,3 +455,58 @@ func TestFetchLogStart(t *testing.T) {
 type brokenLog struct{ Log }
 
 func (brokenLog) Read(int64, int) ([]byte, error) { return nil, fmt.Errorf("CRC mismatch") }
+
+// raceCatalog serves one partition whose log a truncation has already cut
+// when the first lookup still sees the old epoch; every later lookup sees
+// the epoch the truncation raised (the fetcher unserves a partition while
+// it truncates and serves it again at a higher epoch).
+type raceCatalog struct {
+	*testCatalog
+	mu     sync.Mutex
+	looked bool
+}
+
+func (c *raceCatalog) Partition(topic string, p int32) (Log, int32, bool) {
+	l, epoch, ok := c.testCatalog.Partition(topic, p)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.looked {
+		c.looked = true
+		return l, epoch - 1, ok
+	}
+	return l, epoch, ok
+}
+
+// TestFetchDuringTruncation: a Fetch that looked the partition up just
+// before a truncation and then finds its offset past the shorter log is
+// answered as after a leader change (fenced, or NOT_LEADER_OR_FOLLOWER
+// without an epoch), never OFFSET_OUT_OF_RANGE, which would make a
+// consumer reset instead of validating its position (KIP-320).
+func TestFetchDuringTruncation(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		version int16
+		current int32
+		want    error
+	}{
+		{"names the old epoch", 12, 3, kerr.FencedLeaderEpoch},
+		{"names no epoch", 12, -1, kerr.NotLeaderForPartition},
+		{"v4", 4, -1, kerr.NotLeaderForPartition},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cat := &raceCatalog{testCatalog: newCatalog()}
+			cat.add("t", 1, 1)
+			// The log after the truncation: offsets 0-9, served at epoch 4.
+			cat.serve("t", 0, openLog(t, "t", 0, false, run(0, 3, 5, 2)), 4)
+			_, addr := testServer(t, cat)
+			c := dial(t, addr)
+			req := fetchOne(tc.version, "t", cat.id("t"), 0, 15) // read before the cut
+			req.Topics[0].Partitions[0].CurrentLeaderEpoch = tc.current
+			resp := c.do(req).(*kmsg.FetchResponse)
+			got := kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode)
+			if got != tc.want {
+				t.Fatalf("Fetch at 15 during a truncation to 10: %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

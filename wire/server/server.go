@@ -71,8 +71,9 @@ type Topic struct {
 type Catalog interface {
 	// Topics lists the served topics, in any order.
 	Topics() []Topic
-	// Partition is one partition's log and its served leader epoch (a
-	// later step persists it; it must never go down). ok is false for a
+	// Partition is one partition's log and its served leader epoch (it
+	// must never go down; the fetcher persists it and raises it on every
+	// local truncation, during which the partition is not served). ok is false for a
 	// partition that is not served (yet, or any more): a partition of a
 	// listed topic then answers LEADER_NOT_AVAILABLE in Metadata and
 	// NOT_LEADER_OR_FOLLOWER elsewhere, as a broker answers for a
