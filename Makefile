@@ -13,7 +13,7 @@ build:
 
 # Everything, real Kafka included. Needs Go, Java 17 and Maven.
 test:
-	$(GO) test -count=1 -timeout 30m $(PKGS)
+	$(GO) test -count=1 -timeout 60m $(PKGS)
 
 # No JVM: every package but the integration ones, and not cmd/kfollower's
 # end-to-end TestDaemon (which starts a cluster).
@@ -21,7 +21,7 @@ test-unit:
 	$(GO) test -count=1 -timeout 10m -skip '^TestDaemon$$' $$($(GO) list $(PKGS) | grep -v /integration)
 
 test-integration:
-	$(GO) test -count=1 -timeout 30m -v $(INTEGRATION)
+	$(GO) test -count=1 -timeout 60m -v $(INTEGRATION)
 
 # Kafka release lines besides the default (4.4.0, which `make test` runs):
 # every Kafka-starting test on 4.0, the reconciliation, unclean-election,

@@ -26,7 +26,7 @@ for v in $KAFKA_FULL $KAFKA_SUBSET; do
   echo "==== Kafka $v: $what ===="
   start=$(date +%s)
   # -v for each test's result and time; the RUN lines only repeat names.
-  if KAFKA_VERSION=$v "$GO" test -count=1 -timeout 30m -v "${run[@]}" "${PKGS[@]}" 2>&1 | grep -vE '^=== (RUN|PAUSE|CONT|NAME)'; then
+  if KAFKA_VERSION=$v "$GO" test -count=1 -timeout 60m -v "${run[@]}" "${PKGS[@]}" 2>&1 | grep -vE '^=== (RUN|PAUSE|CONT|NAME)'; then
     r=ok passed=$((passed + 1))
   else
     r=FAILED failed=$((failed + 1))
