@@ -204,16 +204,19 @@ func (cc *conn) authorizeGroup(req kmsg.Request) groupCheck {
 		}
 		return groupCheck{forward: req}
 	}
-	switch r := req.(type) {
-	case *kmsg.JoinGroupRequest:
-		return readGroup(r.Group)
-	case *kmsg.SyncGroupRequest:
-		return readGroup(r.Group)
-	case *kmsg.HeartbeatRequest:
-		return readGroup(r.Group)
-	case *kmsg.LeaveGroupRequest:
-		return readGroup(r.Group)
-	case *kmsg.ConsumerGroupHeartbeatRequest:
+	// By key, not a type switch: the package asserts only to *kmsg types
+	// (readonly_test.go).
+	switch req.Key() {
+	case 11:
+		return readGroup(req.(*kmsg.JoinGroupRequest).Group)
+	case 14:
+		return readGroup(req.(*kmsg.SyncGroupRequest).Group)
+	case 12:
+		return readGroup(req.(*kmsg.HeartbeatRequest).Group)
+	case 13:
+		return readGroup(req.(*kmsg.LeaveGroupRequest).Group)
+	case 68:
+		r := req.(*kmsg.ConsumerGroupHeartbeatRequest)
 		if c := readGroup(r.Group); c.forward == nil {
 			return c
 		}
@@ -227,18 +230,19 @@ func (cc *conn) authorizeGroup(req kmsg.Request) groupCheck {
 			return groupCheck{answer: groupError(req, kerr.TopicAuthorizationFailed.Code, topicDeniedMsg)}
 		}
 		return groupCheck{forward: req}
-	case *kmsg.OffsetCommitRequest:
-		return cc.authorizeOffsetCommit(r)
-	case *kmsg.OffsetFetchRequest:
+	case 8:
+		return cc.authorizeOffsetCommit(req.(*kmsg.OffsetCommitRequest))
+	case 9:
+		r := req.(*kmsg.OffsetFetchRequest)
 		if r.Version < 8 {
 			return cc.authorizeOffsetFetchOne(r)
 		}
 		return cc.authorizeOffsetFetch(r)
-	case *kmsg.DescribeGroupsRequest:
-		return cc.authorizeDescribeGroups(r)
-	case *kmsg.ConsumerGroupDescribeRequest:
-		return cc.authorizeConsumerGroupDescribe(r)
-	case *kmsg.ListGroupsRequest:
+	case 15:
+		return cc.authorizeDescribeGroups(req.(*kmsg.DescribeGroupsRequest))
+	case 69:
+		return cc.authorizeConsumerGroupDescribe(req.(*kmsg.ConsumerGroupDescribeRequest))
+	case 16:
 		return groupCheck{forward: req, finish: func(resp kmsg.Response) {
 			if cc.authorized(authz.Describe, authz.Cluster, authz.ClusterName, true) {
 				return // every group, as for an operator
@@ -262,23 +266,26 @@ func (cc *conn) authorizeGroup(req kmsg.Request) groupCheck {
 func groupError(req kmsg.Request, code int16, msg string) kmsg.Response {
 	resp := req.ResponseKind()
 	resp.SetVersion(req.GetVersion())
-	switch r := resp.(type) {
-	case *kmsg.JoinGroupResponse:
-		r.ErrorCode = code // Generation -1, MemberID and LeaderID "" by default
-	case *kmsg.SyncGroupResponse:
+	switch resp.Key() {
+	case 11: // Generation -1, MemberID and LeaderID "" by default
+		resp.(*kmsg.JoinGroupResponse).ErrorCode = code
+	case 14:
+		r := resp.(*kmsg.SyncGroupResponse)
 		r.ErrorCode, r.MemberAssignment = code, []byte{}
-	case *kmsg.HeartbeatResponse:
-		r.ErrorCode = code
-	case *kmsg.LeaveGroupResponse:
-		r.ErrorCode = code
-	case *kmsg.ConsumerGroupHeartbeatResponse:
+	case 12:
+		resp.(*kmsg.HeartbeatResponse).ErrorCode = code
+	case 13:
+		resp.(*kmsg.LeaveGroupResponse).ErrorCode = code
+	case 68:
+		r := resp.(*kmsg.ConsumerGroupHeartbeatResponse)
 		r.ErrorCode, r.ErrorMessage = code, kmsg.StringPtr(msg)
-	case *kmsg.OffsetCommitResponse:
+	case 8:
+		r := resp.(*kmsg.OffsetCommitResponse)
 		for _, t := range req.(*kmsg.OffsetCommitRequest).Topics {
 			r.Topics = append(r.Topics, commitTopicError(t, code))
 		}
-	case *kmsg.OffsetFetchResponse:
-		q := req.(*kmsg.OffsetFetchRequest)
+	case 9:
+		r, q := resp.(*kmsg.OffsetFetchResponse), req.(*kmsg.OffsetFetchRequest)
 		if q.Version >= 2 {
 			r.ErrorCode = code
 			break
