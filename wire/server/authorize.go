@@ -369,6 +369,19 @@ func (g *groupTopics) check(name string, id [16]byte) int16 {
 	return 0
 }
 
+// splitTopics is the topics a request may keep, and the answers of those
+// it may not (deny's bool true).
+func splitTopics[T, R any](ts []T, deny func(T) (R, bool)) (kept []T, denied []R) {
+	for _, t := range ts {
+		if answer, no := deny(t); no {
+			denied = append(denied, answer)
+			continue
+		}
+		kept = append(kept, t)
+	}
+	return kept, denied
+}
+
 // authorizeOffsetCommit: READ on the group, then on each topic; only the
 // allowed topics are forwarded, the denied ones answered here, first, as
 // handleOffsetCommitRequest's responseBuilder has them.
@@ -377,15 +390,10 @@ func (cc *conn) authorizeOffsetCommit(r *kmsg.OffsetCommitRequest) groupCheck {
 		return groupCheck{answer: groupError(r, kerr.GroupAuthorizationFailed.Code, groupDeniedMsg)}
 	}
 	g := cc.groupTopics(authz.Read, r.Version >= 10)
-	var kept []kmsg.OffsetCommitRequestTopic
-	var denied []kmsg.OffsetCommitResponseTopic
-	for _, t := range r.Topics {
-		if code := g.check(t.Topic, t.TopicID); code != 0 {
-			denied = append(denied, commitTopicError(t, code))
-			continue
-		}
-		kept = append(kept, t)
-	}
+	kept, denied := splitTopics(r.Topics, func(t kmsg.OffsetCommitRequestTopic) (kmsg.OffsetCommitResponseTopic, bool) {
+		code := g.check(t.Topic, t.TopicID)
+		return commitTopicError(t, code), code != 0
+	})
 	switch {
 	case len(denied) == 0:
 		return groupCheck{forward: r}
@@ -422,15 +430,9 @@ func (cc *conn) authorizeOffsetFetchOne(r *kmsg.OffsetFetchRequest) groupCheck {
 		}}
 	}
 	a := cc.topicAuth(authz.Describe)
-	var kept []kmsg.OffsetFetchRequestTopic
-	var denied []kmsg.OffsetFetchResponseTopic
-	for _, t := range r.Topics {
-		if !a.ok(t.Topic) {
-			denied = append(denied, fetchTopicError(t.Topic, t.Partitions, kerr.TopicAuthorizationFailed.Code))
-			continue
-		}
-		kept = append(kept, t)
-	}
+	kept, denied := splitTopics(r.Topics, func(t kmsg.OffsetFetchRequestTopic) (kmsg.OffsetFetchResponseTopic, bool) {
+		return fetchTopicError(t.Topic, t.Partitions, kerr.TopicAuthorizationFailed.Code), !a.ok(t.Topic)
+	})
 	switch {
 	case len(denied) == 0:
 		return groupCheck{forward: r}
@@ -475,13 +477,10 @@ func (cc *conn) authorizeOffsetFetch(r *kmsg.OffsetFetchRequest) groupCheck {
 			continue
 		}
 		var kept []kmsg.OffsetFetchRequestGroupTopic
-		for _, t := range rg.Topics {
-			if code := p.checker.check(t.Topic, t.TopicID); code != 0 {
-				p.denied = append(p.denied, groupTopicError(t, code))
-				continue
-			}
-			kept = append(kept, t)
-		}
+		kept, p.denied = splitTopics(rg.Topics, func(t kmsg.OffsetFetchRequestGroupTopic) (kmsg.OffsetFetchResponseGroupTopic, bool) {
+			code := p.checker.check(t.Topic, t.TopicID)
+			return groupTopicError(t, code), code != 0
+		})
 		if len(kept) == 0 && len(p.denied) > 0 {
 			g := kmsg.NewOffsetFetchResponseGroup()
 			g.Group, g.Topics = rg.Group, p.denied
