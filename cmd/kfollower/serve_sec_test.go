@@ -289,7 +289,7 @@ func TestServeSecurity(t *testing.T) {
 		body := dg.waitHTTP(t, "/metrics", "the group denial counted", 10*time.Second, func(code int, body string) bool {
 			return metric(body, `kfollower_serve_authorization_denials_total{operation="DESCRIBE",resource_type="GROUP"}`) >= 1
 		})
-		if v := metric(body, `kfollower_serve_authorization_denials_total{operation="READ",resource_type="GROUP"}`); v != 0 {
+		if v := metric(body, `kfollower_serve_authorization_denials_total{operation="READ",resource_type="GROUP"}`); v > 0 { // -1: no series
 			t.Errorf("%v READ GROUP denials, want none: the consumer never got past FindCoordinator", v)
 		}
 		if out := dg.stderr(); !strings.Contains(out, "principal=User:alice operation=DESCRIBE resource_type=GROUP resource=g2") {
