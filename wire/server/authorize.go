@@ -139,14 +139,17 @@ func (cc *conn) authorizeOffsetForLeaderEpoch(resp *kmsg.OffsetForLeaderEpochRes
 // topicOperations is a topic's authorized operations (KIP-430 bits) for
 // the principal: READ and DESCRIBE as granted.
 func (cc *conn) topicOperations(topic string) int32 {
-	if cc.s.cfg.Authorizer == nil {
-		return aclRead | aclDescribe
-	}
+	return cc.operations(authz.Topic, topic)
+}
+
+// operations is the KIP-430 bits of READ and DESCRIBE on a resource, as
+// granted (both without an Authorizer).
+func (cc *conn) operations(rt authz.ResourceType, name string) int32 {
 	var ops int32
-	if cc.authorized(authz.Read, authz.Topic, topic, true) {
+	if cc.authorized(authz.Read, rt, name, true) {
 		ops |= aclRead
 	}
-	if cc.authorized(authz.Describe, authz.Topic, topic, true) {
+	if cc.authorized(authz.Describe, rt, name, true) {
 		ops |= aclDescribe
 	}
 	return ops
@@ -159,19 +162,6 @@ func (cc *conn) clusterOperations() int32 {
 		return aclDescribe
 	}
 	return 0
-}
-
-// groupOperations is a group's authorized operations (KIP-430 bits) for
-// the principal: READ and DESCRIBE as granted.
-func (cc *conn) groupOperations(group string) int32 {
-	var ops int32
-	if cc.authorized(authz.Read, authz.Group, group, true) {
-		ops |= aclRead
-	}
-	if cc.authorized(authz.Describe, authz.Group, group, true) {
-		ops |= aclDescribe
-	}
-	return ops
 }
 
 // groupCheck is a group request after authorization: what to forward,
@@ -562,7 +552,7 @@ func (cc *conn) authorizeDescribeGroups(r *kmsg.DescribeGroupsRequest) groupChec
 		dr := resp.(*kmsg.DescribeGroupsResponse)
 		for i := range dr.Groups {
 			if g := &dr.Groups[i]; r.IncludeAuthorizedOperations && g.ErrorCode == 0 {
-				g.AuthorizedOperations = cc.groupOperations(g.Group)
+				g.AuthorizedOperations = cc.operations(authz.Group, g.Group)
 			}
 		}
 		dr.Groups = append(denied, dr.Groups...)
@@ -609,7 +599,7 @@ func (cc *conn) authorizeConsumerGroupDescribe(r *kmsg.ConsumerGroupDescribeRequ
 				continue
 			}
 			if r.IncludeAuthorizedOperations {
-				g.AuthorizedOperations = cc.groupOperations(g.Group)
+				g.AuthorizedOperations = cc.operations(authz.Group, g.Group)
 			}
 		}
 		dr.Groups = append(denied, dr.Groups...)
