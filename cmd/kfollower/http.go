@@ -41,8 +41,8 @@ type daemonState struct {
 
 	mu      sync.Mutex
 	mgr     *fetcher.Manager
-	serve   *serveStatus // the --serve endpoint, nil without one
-	waiting string       // while connecting: why no bootstrap server has answered yet
+	serve   func() *serveStatus // the --serve endpoint now, nil without one
+	waiting string              // while connecting: why no bootstrap server has answered yet
 }
 
 func newDaemonState(stallAfter time.Duration) *daemonState {
@@ -51,7 +51,7 @@ func newDaemonState(stallAfter time.Duration) *daemonState {
 
 // setManager makes m and the --serve endpoint, if any, what the
 // endpoints show: the cluster has answered.
-func (d *daemonState) setManager(m *fetcher.Manager, serve *serveStatus) {
+func (d *daemonState) setManager(m *fetcher.Manager, serve func() *serveStatus) {
 	d.mu.Lock()
 	d.mgr, d.serve, d.waiting = m, serve, ""
 	d.mu.Unlock()
@@ -201,8 +201,12 @@ func newMux(g prometheus.Gatherer, d *daemonState) *http.ServeMux {
 		}
 		ready, why := d.ready()
 		d.mu.Lock()
-		serve := d.serve
+		serveNow := d.serve
 		d.mu.Unlock()
+		var serve *serveStatus
+		if serveNow != nil {
+			serve = serveNow() // open connections and ACL state as of this request
+		}
 		doc := statusDoc{Time: d.now().UTC(), Ready: ready, NotReady: why, Cluster: d.connection(),
 			Totals: sumTotals(ps), Partitions: ps, Serve: serve}
 		w.Header().Set("Content-Type", "application/json")

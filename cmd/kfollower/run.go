@@ -272,7 +272,7 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) (runErr error) {
 		ctx, ep.fail = context.WithCancel(ctx)
 		defer ep.fail()
 	}
-	st.setManager(mgr, ep.statusFunc()())
+	st.setManager(mgr, ep.statusFunc())
 	logger.Info("connected to the cluster", "bootstrap", cfg.Bootstrap.String())
 
 	// The progress logger is owned here: it ends with ctx and is waited

@@ -227,6 +227,76 @@ func TestServeSecurity(t *testing.T) {
 		}
 	})
 
+	t.Run("consumer groups", func(t *testing.T) {
+		// Forwarded group requests need READ on the group as well (KafkaApis
+		// authorizes them for the client's principal; the cluster sees
+		// kfollower's): alice, allowed READ on pub-a and on group g, reads
+		// pub-a in group g with Kafka's console consumer and commits in the
+		// cluster; in group g2 she fails with a group authorization error
+		// before the cluster hears of g2.
+		gacl := write("acl-groups", secACL+"ALLOW User:alice READ GROUP LITERAL g\n")
+		addr := freeAddr(t)
+		dg := startDaemon(t, bin, nil, "--bootstrap-servers", strings.Join(c.Bootstrap(), ","), "--topics", "pub-a",
+			"--data-dir", filepath.Join(dir, "data-groups"), "--serve", addr, "--serve-sasl-credentials", creds,
+			"--serve-acl-file", gacl, "--serve-groups", "upstream")
+		waitStatus(t, dg, "pub-a", 0, fmt.Sprintf("log end %d", n), func(s fetcher.Status) bool { return s.LogEndOffset == n })
+		props := write("scram-groups.properties", "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\n"+
+			`sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="alice" password="alice-pw";`+"\n")
+		consume := func(group string) string {
+			out, err := kafka.RunTool(kafka.ToolConsoleConsumer, "--bootstrap-server", addr, "--consumer.config", props,
+				"--topic", "pub-a", "--group", group, "--from-beginning", "--max-messages", strconv.Itoa(n), "--timeout-ms", "60000")
+			all := out.Stdout + out.Stderr
+			if err != nil {
+				all += "\n" + err.Error()
+			}
+			return all
+		}
+
+		if out := consume("g"); !strings.Contains(out, fmt.Sprintf("Processed a total of %d messages", n)) {
+			t.Fatalf("group g: want %d records:\n%s", n, tail(out, 20))
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			offs, err := c.Admin().FetchOffsets(ctx, "g")
+			o, ok := offs.Lookup("pub-a", 0)
+			if err == nil && ok && o.At == n {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("group g's offset of pub-a in the cluster: %+v %v (%v), want %d", o, ok, err, n)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+
+		out := consume("g2")
+		if !strings.Contains(out, "Not authorized to access group") || !strings.Contains(out, "Processed a total of 0 messages") {
+			t.Fatalf("group g2: want a group authorization failure and no record:\n%s", tail(out, 20))
+		}
+		offs, err := c.Admin().FetchOffsets(ctx, "g2")
+		if err != nil && !errorIs(err, kerr.GroupIDNotFound) {
+			t.Fatalf("the cluster's offsets of g2: %v", err)
+		}
+		if len(offs) != 0 {
+			t.Errorf("the cluster has offsets for g2: %+v", offs)
+		}
+		lg, err := c.Admin().ListGroups(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := lg["g2"]; ok {
+			t.Errorf("the cluster knows group g2: %+v", lg["g2"])
+		}
+		body := dg.waitHTTP(t, "/metrics", "the group denial counted", 10*time.Second, func(code int, body string) bool {
+			return metric(body, `kfollower_serve_authorization_denials_total{operation="DESCRIBE",resource_type="GROUP"}`) >= 1
+		})
+		if v := metric(body, `kfollower_serve_authorization_denials_total{operation="READ",resource_type="GROUP"}`); v > 0 { // -1: no series
+			t.Errorf("%v READ GROUP denials, want none: the consumer never got past FindCoordinator", v)
+		}
+		if out := dg.stderr(); !strings.Contains(out, "principal=User:alice operation=DESCRIBE resource_type=GROUP resource=g2") {
+			t.Errorf("the audit log has no denial of group g2:\n%s", tail(out, 20))
+		}
+	})
+
 	t.Run("confluent-kafka", func(t *testing.T) {
 		j, err := judges.Ensure()
 		if err != nil {

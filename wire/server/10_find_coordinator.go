@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/kfollower/kfollower/authz"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -18,14 +19,15 @@ import (
 //     another type INVALID_REQUEST, each with a message (v1+) saying this
 //     copy has no coordinator. Not COORDINATOR_NOT_AVAILABLE: that is
 //     retriable, and a client would retry it silently forever.
-//   - With Config.Groups, a consumer group key (type 0) names this broker,
-//     which forwards the group's requests to the upstream coordinator
-//     (groups.go), once Groups.Coordinator finds one upstream; until then
-//     the upstream's error (GROUP_AUTHORIZATION_FAILED when kfollower's
-//     principal may not describe the group), or COORDINATOR_NOT_AVAILABLE
-//     with the reason when the upstream cannot be reached, which clients
-//     retry, as a broker answers while __consumer_offsets has no leader.
-//     Share groups
+//   - With Config.Groups, a consumer group key (type 0) the principal may
+//     not DESCRIBE is GROUP_AUTHORIZATION_FAILED without asking the
+//     upstream (authorize.go); another names this broker, which forwards
+//     the group's requests to the upstream coordinator (groups.go), once
+//     Groups.Coordinator finds one upstream; until then the upstream's
+//     error (GROUP_AUTHORIZATION_FAILED when kfollower's principal may not
+//     describe the group), or COORDINATOR_NOT_AVAILABLE with the reason
+//     when the upstream cannot be reached, which clients retry, as a
+//     broker answers while __consumer_offsets has no leader. Share groups
 //     and transactional ids are refused as above.
 //   - v4+ (KIP-699) answers every key of the batch, each on its own.
 //   - Advertised either way, because librdkafka enables features (LZ4, the
@@ -70,6 +72,9 @@ func (cc *conn) coordinator(ctx context.Context, typ int8, key string) (int16, s
 	g := cc.s.cfg.Groups
 	switch {
 	case typ == 0 && g != nil:
+		if !cc.authorized(authz.Describe, authz.Group, key, false) {
+			return kerr.GroupAuthorizationFailed.Code, groupDeniedMsg // the upstream not asked
+		}
 		if err := g.Coordinator(ctx, key); err != nil {
 			code := kerr.CoordinatorNotAvailable.Code
 			if ke := (*kerr.Error)(nil); errors.As(err, &ke) {

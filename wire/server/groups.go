@@ -30,6 +30,10 @@ import (
 //     (until the rebalance completes) holds back only that connection, as
 //     Kafka mutes a channel while a request is in flight, and never
 //     another member's request.
+//   - With Config.Authorizer, each request is authorized first, for the
+//     client's principal, as KafkaApis does (authorize.go): what is denied
+//     is answered here and never forwarded, and only the rest goes
+//     upstream, whose answer then gets the denials merged in.
 
 // Groups forwards the consumer-group APIs upstream. It must be safe for
 // concurrent use.
@@ -84,10 +88,21 @@ func handleGroupRequest(ctx context.Context, cc *conn, req kmsg.Request) (kmsg.R
 	if g == nil {
 		return nil, errGroupsOff
 	}
+	chk := cc.authorizeGroup(req)
+	if chk.forward == nil {
+		return chk.answer, nil // denied: the upstream is not asked
+	}
 	if cc.groups == nil {
 		cc.groups = g.Open()
 	}
-	return cc.groups.Forward(ctx, req)
+	resp, err := cc.groups.Forward(ctx, chk.forward)
+	if err != nil {
+		return nil, err
+	}
+	if chk.finish != nil {
+		chk.finish(resp)
+	}
+	return resp, nil
 }
 
 // closeGroups ends the connection's group session, if it has one.
