@@ -584,3 +584,32 @@ func TestGroupACLListGroups(t *testing.T) {
 		}
 	}
 }
+
+// TestGroupErrorsLabelled: the serve metrics label a group API's answer by
+// the error it carries, so a denial is not counted as NONE.
+func TestGroupErrorsLabelled(t *testing.T) {
+	denied := kerr.GroupAuthorizationFailed.Code
+	join := kmsg.NewPtrJoinGroupResponse()
+	join.ErrorCode = denied
+	commit := kmsg.NewPtrOffsetCommitResponse()
+	ct := kmsg.NewOffsetCommitResponseTopic()
+	cp := kmsg.NewOffsetCommitResponseTopicPartition()
+	cp.ErrorCode = denied
+	ct.Partitions = append(ct.Partitions, cp)
+	commit.Topics = append(commit.Topics, ct)
+	fetch := kmsg.NewPtrOffsetFetchResponse()
+	fg := kmsg.NewOffsetFetchResponseGroup()
+	fg.ErrorCode = denied
+	fetch.Groups = append(fetch.Groups, fg)
+	describe := kmsg.NewPtrDescribeGroupsResponse()
+	dg := kmsg.NewDescribeGroupsResponseGroup()
+	dg.ErrorCode = denied
+	describe.Groups = append(describe.Groups, dg)
+	hb := kmsg.NewPtrConsumerGroupHeartbeatResponse()
+	hb.ErrorCode = denied
+	for _, resp := range []kmsg.Response{join, commit, fetch, describe, hb} {
+		if got := errorCode(resp); got != denied {
+			t.Errorf("%s: labelled %s, want GROUP_AUTHORIZATION_FAILED", kmsg.NameForKey(resp.Key()), ErrorName(got))
+		}
+	}
+}

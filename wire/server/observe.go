@@ -142,6 +142,48 @@ func errorCode(resp kmsg.Response) int16 {
 	case 36:
 		r := resp.(*kmsg.SASLAuthenticateResponse)
 		return r.ErrorCode
+	case 11:
+		return resp.(*kmsg.JoinGroupResponse).ErrorCode
+	case 14:
+		return resp.(*kmsg.SyncGroupResponse).ErrorCode
+	case 12:
+		return resp.(*kmsg.HeartbeatResponse).ErrorCode
+	case 13:
+		return resp.(*kmsg.LeaveGroupResponse).ErrorCode
+	case 68:
+		return resp.(*kmsg.ConsumerGroupHeartbeatResponse).ErrorCode
+	case 16:
+		return resp.(*kmsg.ListGroupsResponse).ErrorCode
+	case 8:
+		for _, t := range resp.(*kmsg.OffsetCommitResponse).Topics {
+			for _, p := range t.Partitions {
+				if p.ErrorCode != 0 {
+					return p.ErrorCode
+				}
+			}
+		}
+	case 9:
+		r := resp.(*kmsg.OffsetFetchResponse)
+		if r.ErrorCode != 0 {
+			return r.ErrorCode
+		}
+		for _, g := range r.Groups {
+			if g.ErrorCode != 0 {
+				return g.ErrorCode
+			}
+		}
+	case 15:
+		for _, g := range resp.(*kmsg.DescribeGroupsResponse).Groups {
+			if g.ErrorCode != 0 {
+				return g.ErrorCode
+			}
+		}
+	case 69:
+		for _, g := range resp.(*kmsg.ConsumerGroupDescribeResponse).Groups {
+			if g.ErrorCode != 0 {
+				return g.ErrorCode
+			}
+		}
 	}
 	return 0
 }
