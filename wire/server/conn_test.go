@@ -316,3 +316,24 @@ func TestFetchSizeHint(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkAppendFetchResponse encodes a Fetch answer of 7 partitions of
+// 8 MiB each (about FetchMaxBytes), as appendResponse does for each one.
+func BenchmarkAppendFetchResponse(b *testing.B) {
+	r := kmsg.NewPtrFetchResponse()
+	r.Version = 16
+	t := kmsg.NewFetchResponseTopic()
+	t.Topic = "serve"
+	for j := range 7 {
+		p := kmsg.NewFetchResponseTopicPartition()
+		p.Partition = int32(j)
+		p.RecordBatches = make([]byte, 8<<20)
+		t.Partitions = append(t.Partitions, p)
+	}
+	r.Topics = append(r.Topics, t)
+	b.SetBytes(7 * 8 << 20)
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = appendResponse(nil, 1, r)
+	}
+}
