@@ -119,11 +119,13 @@ func serveCopy(ctx context.Context, b *testing.B, c *kafka.Cluster, topic string
 	m, err := fetcher.New(fetcher.Config{
 		Client: c.Client(), DataDir: dir,
 		// The daemon's default flush policy: the served high watermark
-		// is the durable end, moved by the periodic flush.
-		Storage: storage.Options{Flush: storage.FlushInterval, FlushInterval: time.Second},
-		Follow:  func(t string) bool { return t == topic },
-		Backoff: follower.BackoffPolicy{Base: 20 * time.Millisecond, Max: time.Second},
-		Changed: func(tp wire.TopicPartition) { srv.Notify(tp.Topic, tp.Partition) },
+		// is the durable end, moved by the flush each maintenance pass
+		// makes.
+		Storage:             storage.Options{Flush: storage.FlushInterval, FlushInterval: time.Second},
+		MaintenanceInterval: time.Second,
+		Follow:              func(t string) bool { return t == topic },
+		Backoff:             follower.BackoffPolicy{Base: 20 * time.Millisecond, Max: time.Second},
+		Changed:             func(tp wire.TopicPartition) { srv.Notify(tp.Topic, tp.Partition) },
 	})
 	if err != nil {
 		b.Fatal(err)
