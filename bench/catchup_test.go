@@ -33,7 +33,7 @@ func BenchmarkCatchUp(b *testing.B) {
 		assign = append(assign, []int32{int32(p%3 + 1)})
 	}
 	c.CreateTopic(ctx, topic, assign, nil)
-	total := fill(ctx, b, c, topic, partitions, valueSize, records)
+	total := fill(ctx, b, c, topic, assign, valueSize, records)
 	b.Logf("topic %s: %d partitions, %.0f MiB on disk", topic, partitions, float64(total)/(1<<20))
 
 	var best [3]time.Duration
@@ -59,8 +59,9 @@ func BenchmarkCatchUp(b *testing.B) {
 }
 
 // fill produces records of valueSize random bytes (incompressible) spread
-// over the partitions and returns the bytes the leaders hold.
-func fill(ctx context.Context, b *testing.B, c *kafka.Cluster, topic string, partitions, valueSize, records int) int64 {
+// over the partitions and returns the bytes the leaders hold; assign is
+// the topic's replica assignment, leader first.
+func fill(ctx context.Context, b *testing.B, c *kafka.Cluster, topic string, assign [][]int32, valueSize, records int) int64 {
 	cl := c.Client(kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
 		kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite(),
 		kgo.ProducerLinger(5*time.Millisecond), kgo.ProducerBatchMaxBytes(1<<20), kgo.MaxBufferedBytes(64<<20))
@@ -91,8 +92,8 @@ func fill(ctx context.Context, b *testing.B, c *kafka.Cluster, topic string, par
 	}
 	// The bytes to copy: what the leaders hold on disk.
 	var size int64
-	for p := range partitions {
-		logs, _ := filepath.Glob(filepath.Join(c.Node(int32(p%3+1)).DataDir(), fmt.Sprintf("%s-%d", topic, p), "*.log"))
+	for p, replicas := range assign {
+		logs, _ := filepath.Glob(filepath.Join(c.Node(replicas[0]).DataDir(), fmt.Sprintf("%s-%d", topic, p), "*.log"))
 		for _, l := range logs {
 			fi, err := os.Stat(l)
 			if err != nil {

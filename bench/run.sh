@@ -4,6 +4,8 @@
 # (-benchtime 1x): one iteration copies about 1 GiB.
 #   bench/run.sh               all benchmarks
 #   bench/run.sh CatchUp       one of them
+#   bench/run.sh Serve -cpuprofile serve.cpu
+#                              one of them, with more `go test` flags
 set -euo pipefail
 cd "$(dirname "$0")/.."
-go test -run '^$' -bench "${1:-.}" -benchtime 1x -timeout 60m -v ./bench/
+go test -run '^$' -bench "${1:-.}" -benchtime 1x -timeout 60m -v "${@:2}" ./bench/

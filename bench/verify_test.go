@@ -34,8 +34,9 @@ func BenchmarkVerify(b *testing.B) {
 	const valueSize, records = 1 << 10, 1 << 20 // 1 GiB of values
 	// RF 1 so filling is quick; 256 MiB segments so verify crosses segment
 	// boundaries as it would on a real log.
-	c.CreateTopic(ctx, topic, [][]int32{{1}}, map[string]string{"segment.bytes": strconv.Itoa(256 << 20)})
-	size := fill(ctx, b, c, topic, 1, valueSize, records) // fails unless all records landed
+	assign := [][]int32{{1}}
+	c.CreateTopic(ctx, topic, assign, map[string]string{"segment.bytes": strconv.Itoa(256 << 20)})
+	size := fill(ctx, b, c, topic, assign, valueSize, records) // fails unless all records landed
 	hw := int64(records)
 	b.Logf("filled %s-0: %d records, %d MiB on disk", topic, hw, size>>20)
 	dataDir := b.TempDir()

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"runtime/debug"
+	"slices"
 	"time"
 
 	"github.com/kfollower/kfollower/authz"
@@ -318,6 +319,9 @@ func skipTags(b []byte) ([]byte, error) {
 // version, so that a client that does not know the broker's versions yet
 // can read it (ApiKeys.responseHeaderVersion).
 func appendResponse(dst []byte, correlationID int32, resp kmsg.Response) []byte {
+	if f, ok := resp.(*kmsg.FetchResponse); ok {
+		dst = slices.Grow(dst, fetchSizeHint(f))
+	}
 	start := len(dst)
 	dst = binary.BigEndian.AppendUint32(dst, 0)
 	dst = binary.BigEndian.AppendUint32(dst, uint32(correlationID))
@@ -327,6 +331,38 @@ func appendResponse(dst []byte, correlationID int32, resp kmsg.Response) []byte 
 	dst = resp.AppendTo(dst)
 	binary.BigEndian.PutUint32(dst[start:], uint32(len(dst)-start-4))
 	return dst
+}
+
+// fetchSizeHint is at least the size appendResponse gives a Fetch answer:
+// its record bytes plus a bound on every other field of the newest
+// version. Growing the answer buffer to it at once replaces the copies of
+// an append-grown buffer of up to FetchMaxBytes (about three times the
+// answer's size for 55 MiB, in 1.25x steps), which took nearly half the
+// server's CPU time in BenchmarkServe. Only the allocation depends on it:
+// an answer above the hint grows as before.
+func fetchSizeHint(r *kmsg.FetchResponse) int {
+	// Size prefix, correlation id, header tags, throttle, error, session
+	// id, the topics' and brokers' lengths and the body's tags (with
+	// room for the unknown tags this server never sets: none).
+	n := 64
+	for _, b := range r.Brokers {
+		n += 32 + len(b.Host) // node id, host, port, rack's length, tags
+		if b.Rack != nil {
+			n += len(*b.Rack)
+		}
+	}
+	for _, t := range r.Topics {
+		n += 32 + len(t.Topic) // name, topic id, partitions' length, tags
+		for _, p := range t.Partitions {
+			// Partition, error, high watermark, LSO, log start, the
+			// aborted list's length, preferred replica, the records'
+			// length, the DivergingEpoch, CurrentLeader and SnapshotId
+			// tags (86 bytes at most), and per aborted transaction its
+			// producer id, first offset and tags.
+			n += 128 + len(p.RecordBatches) + 24*len(p.AbortedTransactions)
+		}
+	}
+	return n
 }
 
 // apiKey is one key this server answers: its versions, min Kafka 4.x's

@@ -1,9 +1,12 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"net"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -236,5 +239,101 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not met within a minute")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestFetchSizeHint checks that the answer buffer grown to fetchSizeHint
+// holds every Fetch answer without growing again, at each version, with
+// every optional field at its largest, and that the bytes written are
+// those of the plain encoding: the hint changes the allocation only.
+func TestFetchSizeHint(t *testing.T) {
+	rack := "rack-with-a-long-name"
+	mk := func(version int16) *kmsg.FetchResponse {
+		r := kmsg.NewPtrFetchResponse()
+		r.Version, r.ThrottleMillis, r.SessionID = version, 1<<31-1, 1<<31-1
+		for i, size := range []int{0, 1, 300, 70 << 10, 1 << 20} {
+			t := kmsg.NewFetchResponseTopic()
+			t.Topic = strings.Repeat("t", 249) // Kafka's longest topic name
+			t.TopicID = [16]byte{byte(i), 0xff}
+			for j := range 3 {
+				p := kmsg.NewFetchResponseTopicPartition()
+				p.Partition, p.ErrorCode = int32(j), -1
+				p.HighWatermark, p.LastStableOffset, p.LogStartOffset = 1<<63-1, 1<<63-1, 1<<63-1
+				p.PreferredReadReplica = 1<<31 - 1
+				p.DivergingEpoch.Epoch, p.DivergingEpoch.EndOffset = 1<<31-1, 1<<63-1
+				p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = 1<<31-1, 1<<31-1
+				p.SnapshotID.Epoch, p.SnapshotID.EndOffset = 1<<31-1, 1<<63-1
+				for range 200 * j {
+					a := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
+					a.ProducerID, a.FirstOffset = 1<<63-1, 1<<63-1
+					p.AbortedTransactions = append(p.AbortedTransactions, a)
+				}
+				p.RecordBatches = bytes.Repeat([]byte{byte(j)}, size)
+				t.Partitions = append(t.Partitions, p)
+			}
+			r.Topics = append(r.Topics, t)
+		}
+		// Many partitions with no aborted list: the fixed fields dominate.
+		many := kmsg.NewFetchResponseTopic()
+		for j := range 2000 {
+			p := kmsg.NewFetchResponseTopicPartition()
+			p.Partition, p.HighWatermark, p.LastStableOffset = int32(j), 1<<63-1, 1<<63-1
+			p.DivergingEpoch.Epoch, p.DivergingEpoch.EndOffset = 1<<31-1, 1<<63-1
+			p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = 1<<31-1, 1<<31-1
+			p.SnapshotID.Epoch, p.SnapshotID.EndOffset = 1<<31-1, 1<<63-1
+			p.RecordBatches = []byte{}
+			many.Partitions = append(many.Partitions, p)
+		}
+		r.Topics = append(r.Topics, many)
+		b := kmsg.NewFetchResponseBroker()
+		b.NodeID, b.Host, b.Port, b.Rack = 1<<31-1, strings.Repeat("h", 255), 65535, &rack
+		r.Brokers = []kmsg.FetchResponseBroker{b}
+		return r
+	}
+	for v := int16(4); v <= kmsg.NewPtrFetchResponse().MaxVersion(); v++ {
+		r := mk(v)
+		plain := binary.BigEndian.AppendUint32(nil, 0)
+		plain = binary.BigEndian.AppendUint32(plain, 7)
+		if r.IsFlexible() {
+			plain = append(plain, 0)
+		}
+		plain = r.AppendTo(plain)
+		binary.BigEndian.PutUint32(plain, uint32(len(plain)-4))
+
+		hint := fetchSizeHint(r)
+		if len(plain) > hint {
+			t.Errorf("v%d: the answer is %d bytes, above the hint %d", v, len(plain), hint)
+		}
+		prefix := []byte("kept")
+		dst := slices.Grow(prefix, hint)
+		c := cap(dst)
+		out := appendResponse(prefix, 7, r)
+		if !bytes.Equal(out[:len(prefix)], []byte("kept")) || !bytes.Equal(out[len(prefix):], plain) {
+			t.Fatalf("v%d: appendResponse wrote other bytes than the plain encoding", v)
+		}
+		if cap(out) > c {
+			t.Errorf("v%d: the answer buffer grew to %d bytes after the hint's %d", v, cap(out), c)
+		}
+	}
+}
+
+// BenchmarkAppendFetchResponse encodes a Fetch answer of 7 partitions of
+// 8 MiB each (about FetchMaxBytes), as appendResponse does for each one.
+func BenchmarkAppendFetchResponse(b *testing.B) {
+	r := kmsg.NewPtrFetchResponse()
+	r.Version = 16
+	t := kmsg.NewFetchResponseTopic()
+	t.Topic = "serve"
+	for j := range 7 {
+		p := kmsg.NewFetchResponseTopicPartition()
+		p.Partition = int32(j)
+		p.RecordBatches = make([]byte, 8<<20)
+		t.Partitions = append(t.Partitions, p)
+	}
+	r.Topics = append(r.Topics, t)
+	b.SetBytes(7 * 8 << 20)
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = appendResponse(nil, 1, r)
 	}
 }
