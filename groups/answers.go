@@ -1,6 +1,9 @@
 package groups
 
-import "github.com/twmb/franz-go/pkg/kmsg"
+import (
+	"github.com/kfollower/kfollower/wire/server"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
 
 // failed is kfollower's own answer to req: code in every error field the
 // client reads for it, msg where the version has a message field. Kafka's
@@ -25,14 +28,7 @@ func failed(req kmsg.Request, code int16, msg string) kmsg.Response {
 		r.ErrorCode = code
 	case *kmsg.OffsetCommitResponse:
 		for _, t := range req.(*kmsg.OffsetCommitRequest).Topics {
-			rt := kmsg.NewOffsetCommitResponseTopic()
-			rt.Topic, rt.TopicID = t.Topic, t.TopicID
-			for _, p := range t.Partitions {
-				rp := kmsg.NewOffsetCommitResponseTopicPartition()
-				rp.Partition, rp.ErrorCode = p.Partition, code
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			r.Topics = append(r.Topics, rt)
+			r.Topics = append(r.Topics, server.CommitTopicError(t, code))
 		}
 	case *kmsg.OffsetFetchResponse:
 		q := req.(*kmsg.OffsetFetchRequest)

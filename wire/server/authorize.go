@@ -272,7 +272,7 @@ func groupError(req kmsg.Request, code int16, msg string) kmsg.Response {
 	case 8:
 		r := resp.(*kmsg.OffsetCommitResponse)
 		for _, t := range req.(*kmsg.OffsetCommitRequest).Topics {
-			r.Topics = append(r.Topics, commitTopicError(t, code))
+			r.Topics = append(r.Topics, CommitTopicError(t, code))
 		}
 	case 9:
 		r, q := resp.(*kmsg.OffsetFetchResponse), req.(*kmsg.OffsetFetchRequest)
@@ -287,7 +287,9 @@ func groupError(req kmsg.Request, code int16, msg string) kmsg.Response {
 	return resp
 }
 
-func commitTopicError(t kmsg.OffsetCommitRequestTopic, code int16) kmsg.OffsetCommitResponseTopic {
+// CommitTopicError answers every partition of one OffsetCommit topic with
+// code: a denial here, an unreachable upstream in package groups.
+func CommitTopicError(t kmsg.OffsetCommitRequestTopic, code int16) kmsg.OffsetCommitResponseTopic {
 	rt := kmsg.NewOffsetCommitResponseTopic()
 	rt.Topic, rt.TopicID = t.Topic, t.TopicID
 	for _, p := range t.Partitions {
@@ -382,7 +384,7 @@ func (cc *conn) authorizeOffsetCommit(r *kmsg.OffsetCommitRequest) groupCheck {
 	g := cc.groupTopics(authz.Read, r.Version >= 10)
 	kept, denied := splitTopics(r.Topics, func(t kmsg.OffsetCommitRequestTopic) (kmsg.OffsetCommitResponseTopic, bool) {
 		code := g.check(t.Topic, t.TopicID)
-		return commitTopicError(t, code), code != 0
+		return CommitTopicError(t, code), code != 0
 	})
 	switch {
 	case len(denied) == 0:

@@ -55,7 +55,7 @@ func (s echoSession) Forward(_ context.Context, req kmsg.Request) (kmsg.Response
 	switch r := resp.(type) {
 	case *kmsg.OffsetCommitResponse:
 		for _, t := range req.(*kmsg.OffsetCommitRequest).Topics {
-			r.Topics = append(r.Topics, commitTopicError(t, 0))
+			r.Topics = append(r.Topics, CommitTopicError(t, 0))
 		}
 	case *kmsg.OffsetFetchResponse:
 		q := req.(*kmsg.OffsetFetchRequest)
