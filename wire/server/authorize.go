@@ -559,15 +559,22 @@ func (cc *conn) authorizeDescribeGroups(r *kmsg.DescribeGroupsRequest) groupChec
 		}
 		dr.Groups = append(denied, dr.Groups...)
 	}
-	if len(allowed) == 0 {
-		resp := r.ResponseKind().(*kmsg.DescribeGroupsResponse)
-		resp.SetVersion(r.Version)
+	sub := *r
+	sub.Groups = allowed
+	return describeCheck(r, &sub, len(allowed) == 0, finish)
+}
+
+// describeCheck forwards sub, a describe request cut to the groups the
+// principal may describe, and finishes its answer with the denied ones;
+// with none allowed it answers req alone, asking the upstream nothing.
+func describeCheck(req, sub kmsg.Request, none bool, finish func(kmsg.Response)) groupCheck {
+	if none {
+		resp := req.ResponseKind()
+		resp.SetVersion(req.GetVersion())
 		finish(resp)
 		return groupCheck{answer: resp}
 	}
-	sub := *r
-	sub.Groups = allowed
-	return groupCheck{forward: &sub, finish: finish}
+	return groupCheck{forward: sub, finish: finish}
 }
 
 // authorizeConsumerGroupDescribe is authorizeDescribeGroups for KIP-848
@@ -606,15 +613,9 @@ func (cc *conn) authorizeConsumerGroupDescribe(r *kmsg.ConsumerGroupDescribeRequ
 		}
 		dr.Groups = append(denied, dr.Groups...)
 	}
-	if len(allowed) == 0 {
-		resp := r.ResponseKind().(*kmsg.ConsumerGroupDescribeResponse)
-		resp.SetVersion(r.Version)
-		finish(resp)
-		return groupCheck{answer: resp}
-	}
 	sub := *r
 	sub.Groups = allowed
-	return groupCheck{forward: &sub, finish: finish}
+	return describeCheck(r, &sub, len(allowed) == 0, finish)
 }
 
 // assignmentsAllowed reports whether the principal may describe every
