@@ -386,21 +386,29 @@ func (cc *conn) authorizeOffsetCommit(r *kmsg.OffsetCommitRequest) groupCheck {
 		code := g.check(t.Topic, t.TopicID)
 		return CommitTopicError(t, code), code != 0
 	})
-	switch {
-	case len(denied) == 0:
-		return groupCheck{forward: r}
-	case len(kept) == 0:
-		resp := r.ResponseKind().(*kmsg.OffsetCommitResponse)
-		resp.SetVersion(r.Version)
-		resp.Topics = denied
-		return groupCheck{answer: resp}
-	}
 	sub := *r
 	sub.Topics = kept
-	return groupCheck{forward: &sub, finish: func(resp kmsg.Response) {
+	return topicsCheck(r, &sub, len(kept), len(denied), func(resp kmsg.Response) {
 		cr := resp.(*kmsg.OffsetCommitResponse)
 		cr.Topics = append(denied, cr.Topics...)
-	}}
+	})
+}
+
+// topicsCheck forwards req whole when no topic was denied, answers it
+// alone (finish filling in the denied topics) when none is kept, and else
+// forwards sub, the request cut to the kept topics, with finish adding
+// the denied ones to the upstream's answer.
+func topicsCheck(req, sub kmsg.Request, kept, denied int, finish func(kmsg.Response)) groupCheck {
+	switch {
+	case denied == 0:
+		return groupCheck{forward: req}
+	case kept == 0:
+		resp := req.ResponseKind()
+		resp.SetVersion(req.GetVersion())
+		finish(resp)
+		return groupCheck{answer: resp}
+	}
+	return groupCheck{forward: sub, finish: finish}
 }
 
 // authorizeOffsetFetchOne is OffsetFetch v0-7, of one group.
@@ -425,22 +433,13 @@ func (cc *conn) authorizeOffsetFetchOne(r *kmsg.OffsetFetchRequest) groupCheck {
 	kept, denied := splitTopics(r.Topics, func(t kmsg.OffsetFetchRequestTopic) (kmsg.OffsetFetchResponseTopic, bool) {
 		return fetchTopicError(t.Topic, t.Partitions, kerr.TopicAuthorizationFailed.Code), !a.ok(t.Topic)
 	})
-	switch {
-	case len(denied) == 0:
-		return groupCheck{forward: r}
-	case len(kept) == 0:
-		resp := r.ResponseKind().(*kmsg.OffsetFetchResponse)
-		resp.SetVersion(r.Version)
-		resp.Topics = denied
-		return groupCheck{answer: resp}
-	}
 	sub := *r
 	sub.Topics = kept
-	return groupCheck{forward: &sub, finish: func(resp kmsg.Response) {
+	return topicsCheck(r, &sub, len(kept), len(denied), func(resp kmsg.Response) {
 		if fr := resp.(*kmsg.OffsetFetchResponse); fr.ErrorCode == 0 {
 			fr.Topics = append(fr.Topics, denied...)
 		}
-	}}
+	})
 }
 
 // authorizeOffsetFetch is OffsetFetch v8+, of several groups (KIP-709),
