@@ -104,34 +104,35 @@ func (cc *conn) authorizeFetch(parts []fetchPart) {
 // offset and epoch -1, for every partition of a topic the principal may
 // not DESCRIBE, whatever else was found for it.
 func (cc *conn) authorizeListOffsets(resp *kmsg.ListOffsetsResponse) {
-	a := cc.topicAuth(authz.Describe)
-	for i := range resp.Topics {
-		t := &resp.Topics[i]
-		if a.ok(t.Topic) {
-			continue
-		}
-		for j := range t.Partitions {
-			p := &t.Partitions[j]
+	cc.undescribable(len(resp.Topics), func(i int) string { return resp.Topics[i].Topic }, func(i int) {
+		for j := range resp.Topics[i].Partitions {
+			p := &resp.Topics[i].Partitions[j]
 			p.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			p.Timestamp, p.Offset, p.LeaderEpoch = -1, -1, -1
 		}
-	}
+	})
 }
 
 // authorizeOffsetForLeaderEpoch answers TOPIC_AUTHORIZATION_FAILED, epoch
 // and end offset -1, for every partition of a topic the principal may not
 // DESCRIBE.
 func (cc *conn) authorizeOffsetForLeaderEpoch(resp *kmsg.OffsetForLeaderEpochResponse) {
-	a := cc.topicAuth(authz.Describe)
-	for i := range resp.Topics {
-		t := &resp.Topics[i]
-		if a.ok(t.Topic) {
-			continue
-		}
-		for j := range t.Partitions {
-			p := &t.Partitions[j]
+	cc.undescribable(len(resp.Topics), func(i int) string { return resp.Topics[i].Topic }, func(i int) {
+		for j := range resp.Topics[i].Partitions {
+			p := &resp.Topics[i].Partitions[j]
 			p.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			p.LeaderEpoch, p.EndOffset = -1, -1
+		}
+	})
+}
+
+// undescribable calls deny(i) for each of n answered topics, topic(i)
+// named, that the principal may not DESCRIBE.
+func (cc *conn) undescribable(n int, topic func(int) string, deny func(int)) {
+	a := cc.topicAuth(authz.Describe)
+	for i := 0; i < n; i++ {
+		if !a.ok(topic(i)) {
+			deny(i)
 		}
 	}
 }
