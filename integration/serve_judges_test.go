@@ -1093,11 +1093,12 @@ func judgeWrites(ctx context.Context, t *testing.T, f *judgesFixture) {
 	}
 	kcat := func(extra ...string) func() (string, error) {
 		return func() (string, error) {
-			stdout, stderr, err := runJudge(ctx, strings.NewReader("must not land\n"), j.Kcat,
+			stdout, stderr, _ := runJudge(ctx, strings.NewReader("must not land\n"), j.Kcat,
 				append([]string{"-P", "-b", f.addr, "-t", judgedTopic, "-p", "0"}, extra...)...)
-			if err == nil {
-				return stdout + stderr, errors.New("kcat -P exited 0")
-			}
+			// kcat reports the refusal; after librdkafka's fatal error (an
+			// idempotent producer refused its producer id) its exit status
+			// races its shutdown and is sometimes 0, so what it reported
+			// and the unchanged data dir below are the verdict.
 			return stdout + stderr, nil
 		}
 	}
