@@ -6,14 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -34,13 +29,13 @@ import (
 // byte-equal to A's, and A's to the new leader's.
 func TestChain(t *testing.T) {
 	ctx := context.Background()
-	bin := chainBinary(t)
+	bin := buildKfollower(t)
 	c := kafka.Start(t, kafka.Options{Layout: kafka.Isolated, NeedsFaults: true})
 	const topic = "chain"
 	const n1, n2, n3 = 300, 120, 200
 	lossyTopic(ctx, c, topic)
 	dirA, dirB := t.TempDir(), t.TempDir()
-	serveA := chainFreeAddr(t)
+	serveA := freeLoopback(t)
 	kfA := startChainDaemon(t, bin, "A", "--bootstrap-servers", strings.Join(c.Bootstrap(), ","), "--topics", topic,
 		"--data-dir", dirA, "--serve", serveA, "--metadata-interval", "500ms")
 	kfB := startChainDaemon(t, bin, "B", "--bootstrap-servers", serveA, "--topics", topic,
@@ -126,98 +121,23 @@ func electUnclean(ctx context.Context, t *testing.T, c *kafka.Cluster, topic str
 	return elected
 }
 
-// chainBinary builds cmd/kfollower once per test binary.
-func chainBinary(t *testing.T) string {
-	t.Helper()
-	chainBuild.once.Do(func() {
-		dir, err := os.MkdirTemp("", "kfollower-chain-")
-		if err != nil {
-			chainBuild.err = err
-			return
-		}
-		chainBuild.path = filepath.Join(dir, "kfollower")
-		out, err := exec.Command("go", "build", "-o", chainBuild.path, "../cmd/kfollower").CombinedOutput()
-		if err != nil {
-			chainBuild.err = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if chainBuild.err != nil {
-		t.Fatal(chainBuild.err)
-	}
-	return chainBuild.path
-}
-
-var chainBuild struct {
-	once sync.Once
-	path string
-	err  error
-}
-
-func chainFreeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-// chainDaemon is one `kfollower run` process.
+// chainDaemon is one `kfollower run` process with an HTTP listener, named
+// in failures.
 type chainDaemon struct {
+	*kfollowerProcess
 	name, http string
-	cmd        *exec.Cmd
-	mu         sync.Mutex
-	out        bytes.Buffer
-	done       chan struct{}
 }
 
-func (d *chainDaemon) Write(p []byte) (int, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.out.Write(p)
-}
-
-func (d *chainDaemon) output() string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.out.String()
-}
-
-// startChainDaemon runs `kfollower run` with args and an HTTP listener; the
-// test's cleanup stops it.
+// startChainDaemon runs `kfollower run` with args and an HTTP listener
+// (startKfollower: the test's cleanup stops it).
 func startChainDaemon(t *testing.T, bin, name string, args ...string) *chainDaemon {
 	t.Helper()
-	d := &chainDaemon{name: name, done: make(chan struct{})}
-	addr := chainFreeAddr(t)
-	d.http = "http://" + addr
-	d.cmd = exec.Command(bin, append([]string{"run", "--http-listen", addr}, args...)...)
-	d.cmd.Stdout, d.cmd.Stderr = d, d
-	d.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := d.cmd.Start(); err != nil {
-		t.Fatalf("starting kfollower %s: %v", name, err)
+	addr := freeLoopback(t)
+	return &chainDaemon{
+		kfollowerProcess: startNamedKfollower(t, bin, "kfollower "+name, append([]string{"--http-listen", addr}, args...)...),
+		name:             name,
+		http:             "http://" + addr,
 	}
-	go func() {
-		d.cmd.Wait()
-		close(d.done)
-	}()
-	t.Cleanup(func() {
-		d.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-d.done:
-		case <-time.After(30 * time.Second):
-			d.cmd.Process.Kill()
-			<-d.done
-		}
-		if t.Failed() {
-			out := d.output()
-			if len(out) > 20000 {
-				out = out[len(out)-20000:]
-			}
-			t.Logf("---- kfollower %s ----\n%s", name, out)
-		}
-	})
-	return d
 }
 
 // waitStatus polls /status until the topic's partition 0 meets cond.

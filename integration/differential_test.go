@@ -31,7 +31,7 @@ import (
 // adds.
 func TestDifferential(t *testing.T) {
 	ctx := context.Background()
-	bin := chainBinary(t)
+	bin := buildKfollower(t)
 	c := kafka.Start(t, kafka.Options{})
 	const topic = "differential"
 	c.CreateTopic(ctx, topic, [][]int32{{1, 2, 3}}, nil)
@@ -42,7 +42,7 @@ func TestDifferential(t *testing.T) {
 	moveLeaders(ctx, t, c, topic, 1)
 	produceTo(ctx, t, c, topic, 0, "zstd", 150, kgo.ProducerBatchCompression(kgo.ZstdCompression()))
 
-	serve := chainFreeAddr(t)
+	serve := freeLoopback(t)
 	kf := startChainDaemon(t, bin, "kfollower", "--bootstrap-servers", strings.Join(c.Bootstrap(), ","), "--topics", topic,
 		"--data-dir", t.TempDir(), "--serve", serve, "--metadata-interval", "500ms")
 	ends, err := c.Admin().ListEndOffsets(ctx, topic)

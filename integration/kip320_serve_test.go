@@ -30,7 +30,7 @@ import (
 // error.
 func TestKIP320ThroughKfollower(t *testing.T) {
 	ctx := context.Background()
-	bin := chainBinary(t)
+	bin := buildKfollower(t)
 	java := kip320Java(t)
 	j, err := judges.Ensure()
 	if err != nil {
@@ -41,7 +41,7 @@ func TestKIP320ThroughKfollower(t *testing.T) {
 	const n1, n2, n3 = 300, 120, 200
 	lossyTopic(ctx, c, topic)
 	dir := t.TempDir()
-	serve := chainFreeAddr(t)
+	serve := freeLoopback(t)
 	kf := startChainDaemon(t, bin, "A", "--bootstrap-servers", strings.Join(c.Bootstrap(), ","), "--topics", topic,
 		"--data-dir", dir, "--serve", serve, "--metadata-interval", "500ms")
 

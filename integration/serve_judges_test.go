@@ -1276,6 +1276,13 @@ func (k *kfollowerProcess) exited() bool {
 // stops it with SIGTERM (SIGKILL after 30 s).
 func startKfollower(t *testing.T, bin string, args ...string) *kfollowerProcess {
 	t.Helper()
+	return startNamedKfollower(t, bin, "kfollower", args...)
+}
+
+// startNamedKfollower is startKfollower with the name its output is
+// logged under when the test fails.
+func startNamedKfollower(t *testing.T, bin, name string, args ...string) *kfollowerProcess {
+	t.Helper()
 	k := &kfollowerProcess{done: make(chan struct{})}
 	k.cmd = exec.Command(bin, append([]string{"run"}, args...)...)
 	for _, kv := range os.Environ() {
@@ -1286,7 +1293,7 @@ func startKfollower(t *testing.T, bin string, args ...string) *kfollowerProcess 
 	k.cmd.Stdout, k.cmd.Stderr = k, k
 	k.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := k.cmd.Start(); err != nil {
-		t.Fatalf("starting kfollower: %v", err)
+		t.Fatalf("starting %s: %v", name, err)
 	}
 	go func() {
 		k.cmd.Wait()
@@ -1301,7 +1308,7 @@ func startKfollower(t *testing.T, bin string, args ...string) *kfollowerProcess 
 			<-k.done
 		}
 		if t.Failed() {
-			t.Logf("---- kfollower output ----\n%s", tail(k.output(), 60))
+			t.Logf("---- %s output ----\n%s", name, tail(k.output(), 60))
 		}
 	})
 	return k
