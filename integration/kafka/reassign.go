@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Reassign moves each partition p of topic onto the brokers replicas[p],
@@ -42,26 +44,24 @@ func (c *Cluster) Reassign(ctx context.Context, topic string, replicas map[int32
 // partition of topic is being reassigned, and fails the test at ctx's
 // deadline (or after 5 minutes). The controller ends a reassignment when
 // every target replica is in the ISR and drops the replicas it removes at
-// that moment (KIP-455; ReplicationControlManager, PartitionReassignmentReplicas
-// in KRaft), so this returns when an added broker has caught up. The
-// controller answers ListPartitionReassignments from its own state, ahead
-// of what the brokers' Metadata shows by a propagation delay.
+// that moment (KIP-455; ReplicationControlManager and
+// PartitionReassignmentReplicas in KRaft), so this returns once an added
+// broker has caught up. The controller answers from its own state, ahead
+// of the brokers' Metadata by a propagation delay.
 func (c *Cluster) WaitReassigned(ctx context.Context, topic string, poll time.Duration) {
 	c.t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	set := kadm.TopicsSet{}
-	set.Add(topic) // no partitions: every partition of topic
 	var last string
 	for {
-		rs, err := c.Admin().ListPartitionReassignments(ctx, set)
-		if err == nil && len(rs[topic]) == 0 {
+		n, err := c.reassigning(ctx, topic)
+		if err == nil && n == 0 {
 			return
 		}
 		if err != nil {
 			last = err.Error()
 		} else {
-			last = fmt.Sprint(rs.Sorted())
+			last = fmt.Sprintf("%d partitions being reassigned", n)
 		}
 		select {
 		case <-ctx.Done():
@@ -69,6 +69,28 @@ func (c *Cluster) WaitReassigned(ctx context.Context, topic string, poll time.Du
 		case <-time.After(poll):
 		}
 	}
+}
+
+// reassigning is how many partitions of topic the controller is
+// reassigning. It asks for every reassignment (topics null): a topic named
+// with no partitions matches none (ReplicationControlManager.listPartitionReassignments).
+func (c *Cluster) reassigning(ctx context.Context, topic string) (int, error) {
+	req := kmsg.NewPtrListPartitionReassignmentsRequest()
+	req.TimeoutMillis = 10_000
+	resp, err := req.RequestWith(ctx, c.adminClient())
+	if err != nil {
+		return 0, fmt.Errorf("listing reassignments: %w", err)
+	}
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return 0, fmt.Errorf("listing reassignments: %w", err)
+	}
+	n := 0
+	for _, t := range resp.Topics {
+		if t.Topic == topic {
+			n += len(t.Partitions)
+		}
+	}
+	return n, nil
 }
 
 // WaitPartitionGone waits until node id holds no directory of
@@ -100,4 +122,23 @@ func (c *Cluster) WaitPartitionGone(ctx context.Context, id int32, topic string,
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// LogBytes is the size of the node's segments (*.log) of topic-partition,
+// 0 if it holds none. A replica that has caught up with its leader holds
+// the leader's batches byte for byte, so the same size.
+func (n *Node) LogBytes(topic string, partition int32) (int64, error) {
+	logs, err := filepath.Glob(filepath.Join(n.DataDir(), fmt.Sprintf("%s-%d", topic, partition), "*.log"))
+	if err != nil {
+		return 0, err
+	}
+	var size int64
+	for _, l := range logs {
+		fi, err := os.Stat(l)
+		if err != nil {
+			return 0, fmt.Errorf("node %d: %w", n.ID, err)
+		}
+		size += fi.Size()
+	}
+	return size, nil
 }

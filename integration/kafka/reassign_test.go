@@ -36,6 +36,15 @@ func TestReassignOntoExtraBroker(t *testing.T) {
 
 	c.Reassign(ctx, topic, map[int32][]int32{0: {extra, 1}})
 	c.WaitReassigned(ctx, topic, 20*time.Millisecond)
+	// Done means caught up: broker 4 holds the leader's bytes now, not
+	// only once the brokers' metadata says so.
+	want, err := c.Node(1).LogBytes(topic, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := c.Node(extra).LogBytes(topic, 0); err != nil || got != want || want == 0 {
+		t.Fatalf("once the reassignment ended broker 4 holds %d bytes of %s-0 (%v), the leader %d", got, topic, err, want)
+	}
 	c.WaitPartition(ctx, topic, 0, "replicas and ISR {4,1}", func(s kafka.PartitionState) bool {
 		return slices.Equal(s.Replicas, []int32{extra, 1}) && kafka.SameSet(s.ISR, []int32{extra, 1})
 	})
