@@ -3,9 +3,7 @@ package bench
 import (
 	"context"
 	"crypto/rand"
-	"fmt"
 	"os"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -62,14 +60,22 @@ func BenchmarkCatchUp(b *testing.B) {
 // over the partitions and returns the bytes the leaders hold; assign is
 // the topic's replica assignment, leader first.
 func fill(ctx context.Context, b *testing.B, c *kafka.Cluster, topic string, assign [][]int32, valueSize, records int) int64 {
-	cl := c.Client(kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
-		kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite(),
-		kgo.ProducerLinger(5*time.Millisecond), kgo.ProducerBatchMaxBytes(1<<20), kgo.MaxBufferedBytes(64<<20))
 	val := make([]byte, valueSize)
 	_, _ = rand.Read(val)
+	return produceAll(ctx, b, c, topic, assign, records, kgo.NoCompression(), func(int) []byte { return val })
+}
+
+// produceAll produces records values (value(i) the i-th) round robin over
+// the partitions, in batches compressed with codec, fails unless every one
+// landed, and returns the bytes the leaders hold; assign is the topic's
+// replica assignment, leader first.
+func produceAll(ctx context.Context, b *testing.B, c *kafka.Cluster, topic string, assign [][]int32, records int, codec kgo.CompressionCodec, value func(i int) []byte) int64 {
+	cl := c.Client(kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
+		kgo.ProducerBatchCompression(codec), kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite(),
+		kgo.ProducerLinger(5*time.Millisecond), kgo.ProducerBatchMaxBytes(1<<20), kgo.MaxBufferedBytes(64<<20))
 	var failed atomic.Value
-	for range records {
-		cl.Produce(ctx, &kgo.Record{Value: val}, func(_ *kgo.Record, err error) {
+	for i := range records {
+		cl.Produce(ctx, &kgo.Record{Value: value(i)}, func(_ *kgo.Record, err error) {
 			if err != nil {
 				failed.Store(err)
 			}
@@ -93,14 +99,11 @@ func fill(ctx context.Context, b *testing.B, c *kafka.Cluster, topic string, ass
 	// The bytes to copy: what the leaders hold on disk.
 	var size int64
 	for p, replicas := range assign {
-		logs, _ := filepath.Glob(filepath.Join(c.Node(replicas[0]).DataDir(), fmt.Sprintf("%s-%d", topic, p), "*.log"))
-		for _, l := range logs {
-			fi, err := os.Stat(l)
-			if err != nil {
-				b.Fatal(err)
-			}
-			size += fi.Size()
+		n, err := c.Node(replicas[0]).LogBytes(topic, int32(p))
+		if err != nil {
+			b.Fatal(err)
 		}
+		size += n
 	}
 	return size
 }

@@ -4,6 +4,8 @@
 # (-benchtime 1x): one iteration copies about 1 GiB.
 #   bench/run.sh               all benchmarks
 #   bench/run.sh CatchUp       one of them
+#   bench/run.sh Replica       the kfollower binary (three flush policies)
+#                              against a broker replica and a consumer
 #   bench/run.sh Serve -cpuprofile serve.cpu
 #                              one of them, with more `go test` flags
 set -euo pipefail

@@ -33,6 +33,10 @@ type Options struct {
 	ReadyTimeout time.Duration
 	// Security adds SSL and SASL listeners to the brokers (security.go).
 	Security *Security
+	// ExtraBrokers adds that many broker-only nodes (ids 4, 5, ...) beside
+	// the layout's three brokers. They hold nothing until a test moves
+	// partitions onto them (Reassign): a new broker joining the cluster.
+	ExtraBrokers int
 }
 
 // Cluster is a running test cluster: JVMs started by this process, or an
@@ -55,7 +59,7 @@ const EnvBootstrap = "KFOLLOWER_KAFKA_BOOTSTRAP"
 // never skips it, when Kafka cannot be started.
 func Start(t testing.TB, opts Options) *Cluster {
 	t.Helper()
-	if ext := os.Getenv(EnvBootstrap); ext != "" && !opts.NeedsFaults && opts.Security == nil {
+	if ext := os.Getenv(EnvBootstrap); ext != "" && !opts.NeedsFaults && opts.Security == nil && opts.ExtraBrokers == 0 {
 		c := &Cluster{t: t, external: strings.Split(ext, ","), Version: "external"}
 		t.Cleanup(c.closeAdmin)
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -108,13 +112,18 @@ func start(t testing.TB, opts Options) (*Cluster, error) {
 	default:
 		return nil, fmt.Errorf("unknown layout %d", opts.Layout)
 	}
+	extra := make(map[int32]bool, opts.ExtraBrokers)
+	for range opts.ExtraBrokers {
+		id := ids[len(ids)-1] + 1
+		ids, extra[id] = append(ids, id), true
+	}
 	ports, err := freePorts(2*len(ids) + 1 + len(ids)*opts.Security.extraPorts())
 	if err != nil {
 		return nil, err
 	}
 	next := func() int { p := ports[0]; ports = ports[1:]; return p }
 	for _, id := range ids {
-		n := &Node{ID: id, broker: true, controller: opts.Layout == Combined, lib: lib, rel: rel}
+		n := &Node{ID: id, broker: true, controller: opts.Layout == Combined && !extra[id], lib: lib, rel: rel}
 		n.Port = next()
 		if n.controller {
 			n.ControllerPort = next()

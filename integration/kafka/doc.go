@@ -14,7 +14,9 @@
 //
 // Two layouts: three combined broker+controller nodes (Combined), and one
 // controller-only node plus three brokers (Isolated), needed whenever two
-// brokers must be down at once (an unclean election).
+// brokers must be down at once (an unclean election). Either can have
+// broker-only nodes added that start empty (Options.ExtraBrokers), to
+// reassign partitions onto a new broker (reassign.go).
 //
 // A test that needs Kafka and cannot start it fails with a message naming what
 // is missing; it never skips. Tests that need only a cluster, no fault control,

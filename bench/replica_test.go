@@ -1,0 +1,370 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kfollower/kfollower/integration/kafka"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// BenchmarkReplica compares kfollower, as users run it, with a real broker
+// replica and with a consumer, on one cluster: three brokers lead an
+// 8-partition topic of ~1 GiB of 1 KiB JSON-like records (RF 1, leaders
+// spread over brokers 1-3), and a fourth broker holds nothing of it. For an
+// uncompressed and an lz4 topic, 3 rounds, the contenders interleaved (each
+// round starts one later in the list, so none is always first):
+//
+//	consumer  a franz-go consumer with kfollower's own fetch limits (8 MiB a
+//	          partition, 64 MiB a response), records dropped
+//	interval  the kfollower binary, built from this tree, as users run it:
+//	os        `kfollower run --flush interval` (the default), `--flush os`,
+//	always    `--flush always`, each into an empty data dir, timed from the
+//	          process's start until its /status shows every partition's
+//	          log end at the topic's end (written, not yet all durable:
+//	          under interval a copy shorter than --flush-interval may end
+//	          before its first fsync)
+//	replica   a reassignment adding broker 4 as a replica of every
+//	          partition, timed from the AlterPartitionAssignments call until
+//	          the controller ends it, which it does once broker 4 is in
+//	          every ISR. Broker 4 runs the broker defaults
+//	          (num.replica.fetchers 1, replica.fetch.max.bytes 1 MiB,
+//	          replica.fetch.response.max.bytes 10 MiB) and leaves flushing
+//	          to the OS, as Kafka does by default. A reassignment back and
+//	          the deletion of broker 4's copy end each round, untimed.
+//
+// MB/s is MiB of the leaders' segments (what every contender copies; for
+// lz4, compressed) per second. On the lz4 topic the consumer decompresses
+// every batch (franz-go does) while kfollower and the broker copy them
+// as they are, so there the consumer is no ceiling. Reported per topic: each contender's median
+// MB/s, the medians of the per-round ratios interval/replica (goal ≥ 1.5)
+// and os/consumer (goal ≥ 0.9), every spread (min–max over the rounds) in
+// the log, and the load average before and after every run.
+//
+//	bench/run.sh Replica
+func BenchmarkReplica(b *testing.B) {
+	ctx := context.Background()
+	const extra = int32(4)
+	c := kafka.Start(b, kafka.Options{ExtraBrokers: 1, NeedsFaults: true,
+		// A removed replica is deleted this long after it is dropped
+		// (LogManager.deleteLogs), 60 s by default; no other effect here.
+		Config: map[string]string{"log.segment.delete.delay.ms": "500"}})
+	bin := buildBinary(b)
+	const partitions, valueSize, records = 8, 1 << 10, 1 << 20 // 1 GiB of values
+	var assign [][]int32
+	for p := range partitions {
+		assign = append(assign, []int32{int32(p%3 + 1)})
+	}
+	values := jsonValues(8192, valueSize)
+	type topicRun struct {
+		name, short string
+		codec       kgo.CompressionCodec
+		mib         float64 // on the leaders' disks
+		ends        map[int32]int64
+	}
+	topics := []*topicRun{
+		{name: "replica-none", short: "none", codec: kgo.NoCompression()},
+		{name: "replica-lz4", short: "lz4", codec: kgo.Lz4Compression()},
+	}
+	for _, t := range topics {
+		c.CreateTopic(ctx, t.name, assign, nil)
+		size := produceAll(ctx, b, c, t.name, assign, records, t.codec, func(i int) []byte { return values[i%len(values)] })
+		t.mib, t.ends = float64(size)/(1<<20), endOffsets(ctx, b, c, t.name)
+		b.Logf("topic %s: %d partitions on brokers 1-3, %d records of %d B (%.0f MiB of values), %.0f MiB on disk; load %s",
+			t.name, partitions, records, valueSize, float64(records*valueSize)/(1<<20), t.mib, loadAverage())
+	}
+	for _, t := range topics {
+		for p := range partitions {
+			c.WaitPartitionGone(ctx, extra, t.name, int32(p)) // broker 4 starts empty
+		}
+	}
+
+	type contender struct {
+		name string
+		run  func(t *topicRun) time.Duration
+	}
+	contenders := []contender{
+		{"consumer", func(t *topicRun) time.Duration { return consumeAll(ctx, b, c, t.name, partitions, records) }},
+		{"interval", func(t *topicRun) time.Duration { return runBinary(ctx, b, bin, c, t.name, t.ends, "interval") }},
+		{"os", func(t *topicRun) time.Duration { return runBinary(ctx, b, bin, c, t.name, t.ends, "os") }},
+		{"always", func(t *topicRun) time.Duration { return runBinary(ctx, b, bin, c, t.name, t.ends, "always") }},
+		{"replica", func(t *topicRun) time.Duration { return replicaCopy(ctx, b, c, t.name, assign, extra) }},
+	}
+	const rounds = 3
+	load0 := loadAverage()
+	rates := map[string][]float64{} // topic/contender → MB/s, one a round
+	for round := range rounds {
+		for _, t := range topics {
+			for i := range contenders {
+				k := contenders[(i+round)%len(contenders)]
+				before := loadAverage()
+				d := k.run(t)
+				rate := t.mib / d.Seconds()
+				rates[t.short+"/"+k.name] = append(rates[t.short+"/"+k.name], rate)
+				b.Logf("round %d, %s, %-8s %8v %6.0f MB/s; load before %s, after %s",
+					round, t.short, k.name, d.Round(time.Millisecond), rate, before, loadAverage())
+			}
+		}
+	}
+	for _, t := range topics {
+		for _, k := range contenders {
+			r := rates[t.short+"/"+k.name]
+			b.ReportMetric(median(r), t.short+"-"+k.name+"-MB/s")
+			b.Logf("%s %-8s median %6.0f MB/s, min %6.0f, max %6.0f", t.short, k.name, median(r), slices.Min(r), slices.Max(r))
+		}
+		for _, q := range []struct{ num, den, goal string }{
+			{"interval", "replica", "goal ≥ 1.5"}, {"os", "consumer", "goal ≥ 0.9"},
+			{"os", "replica", ""}, {"always", "replica", ""}, {"consumer", "replica", ""},
+		} {
+			num, den := rates[t.short+"/"+q.num], rates[t.short+"/"+q.den]
+			var ratios []float64
+			for round := range rounds {
+				ratios = append(ratios, num[round]/den[round])
+			}
+			b.ReportMetric(median(ratios), t.short+"-"+q.num+"/"+q.den)
+			b.Logf("%s %s/%s: median %.2f, min %.2f, max %.2f over %d rounds %s",
+				t.short, q.num, q.den, median(ratios), slices.Min(ratios), slices.Max(ratios), rounds, q.goal)
+		}
+	}
+	load1 := loadAverage()
+	b.Logf("load average at the start of the rounds: %s; at the end: %s", load0, load1)
+	for name, l := range map[string]string{"load1-start": load0, "load1-end": load1} {
+		if v, err := strconv.ParseFloat(strings.Fields(l)[0], 64); err == nil {
+			b.ReportMetric(v, name)
+		}
+	}
+}
+
+// jsonValues makes n distinct JSON objects of size bytes, like an
+// application's events: the same field names in every one, values drawn
+// from small vocabularies, numbers and a random tail. They compress as such
+// data does (lz4 finds the repeats), neither not at all (random bytes) nor
+// completely (one value repeated). Seeded: every run makes the same ones.
+func jsonValues(n, size int) [][]byte {
+	r := rand.New(rand.NewPCG(14, 1))
+	words := strings.Fields("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa " +
+		"quebec romeo sierra tango uniform victor whiskey xray yankee zulu checkout login search click view cart refund")
+	pick := func() string { return words[r.IntN(len(words))] }
+	const letters = "abcdefghijklmnopqrstuvwxyz0123456789"
+	out := make([][]byte, n)
+	for i := range out {
+		v := fmt.Appendf(make([]byte, 0, size), `{"id":%d,"ts":%d,"user":"user-%06d","event":"%s","region":"eu-%s-%d","session":"%016x","tags":[`,
+			i, 1_700_000_000_000+r.Int64N(1e9), r.IntN(1e6), pick(), pick(), r.IntN(4), r.Uint64())
+		for len(v) < size*3/4 {
+			v = fmt.Appendf(v, `{"k":"%s","v":"%s-%s","n":%d},`, pick(), pick(), pick(), r.IntN(10_000))
+		}
+		v = append(v[:len(v)-1], `],"note":"`...)
+		for len(v) < size-2 {
+			v = append(v, letters[r.IntN(len(letters))])
+		}
+		out[i] = append(v, `"}`...)
+	}
+	return out
+}
+
+// buildBinary builds cmd/kfollower from this tree into the benchmark's
+// temporary directory: the binary users run, with whatever the tree holds.
+func buildBinary(b *testing.B) string {
+	b.Helper()
+	out := filepath.Join(b.TempDir(), "kfollower")
+	if msg, err := exec.Command("go", "build", "-o", out, "github.com/kfollower/kfollower/cmd/kfollower").CombinedOutput(); err != nil {
+		b.Fatalf("go build ./cmd/kfollower: %v\n%s", err, msg)
+	}
+	return out
+}
+
+// lockedBuffer collects a process's output, written by exec's copying
+// goroutine and read by the benchmark.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// runBinary runs `kfollower run --flush flush` following topic into an
+// empty data dir and returns the time from the process's start until its
+// /status shows every partition's log end at its end offset in ends. The
+// process is stopped (SIGTERM) and its data dir removed before it returns.
+func runBinary(ctx context.Context, b *testing.B, bin string, c *kafka.Cluster, topic string, ends map[int32]int64, flush string) time.Duration {
+	b.Helper()
+	dir, err := os.MkdirTemp("", "kfollower-bench-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	cmd := exec.Command(bin, "run", "--bootstrap-servers", strings.Join(c.Bootstrap(), ","), "--topics", topic,
+		"--data-dir", filepath.Join(dir, "data"), "--http-listen", addr, "--flush", flush)
+	// Configured by these flags alone, not by the benchmark's environment.
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "KFOLLOWER_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	var out lockedBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		b.Fatalf("starting %s: %v", bin, err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	defer func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	}()
+
+	hc := &http.Client{Timeout: 5 * time.Second}
+	url := "http://" + addr + "/status"
+	deadline := time.Now().Add(10 * time.Minute)
+	var last string
+	for {
+		caughtUp, err := statusCaughtUp(ctx, hc, url, topic, ends)
+		if err == nil && caughtUp == len(ends) {
+			return time.Since(start)
+		}
+		if err != nil {
+			last = err.Error()
+		} else {
+			last = fmt.Sprintf("%d of %d partitions at their end", caughtUp, len(ends))
+		}
+		select {
+		case <-exited:
+			b.Fatalf("kfollower --flush %s exited before catching up (last: %s):\n%s", flush, last, out.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("kfollower --flush %s did not catch up with %s in 10 minutes (last: %s):\n%s", flush, topic, last, out.String())
+		}
+	}
+}
+
+// statusCaughtUp asks kfollower's /status how many partitions of topic
+// have their log end at their end offset in ends.
+func statusCaughtUp(ctx context.Context, hc *http.Client, url, topic string, ends map[int32]int64) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	var st struct {
+		Partitions []struct {
+			Topic        string `json:"topic"`
+			Partition    int32  `json:"partition"`
+			LogEndOffset int64  `json:"log_end_offset"`
+		} `json:"partitions"`
+	}
+	// /status answers 200 whether or not kfollower is ready (readiness is
+	// /readyz); anything else is a failure to look at.
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		return 0, fmt.Errorf("GET %s: %w", url, err)
+	}
+	n := 0
+	for _, p := range st.Partitions {
+		if end, ok := ends[p.Partition]; ok && p.Topic == topic && p.LogEndOffset == end {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// replicaCopy adds broker extra as a replica of every partition of topic
+// (assign holds the current replicas) and returns the time from the
+// AlterPartitionAssignments call until the controller ends the
+// reassignment, once extra is in every ISR. Then, untimed, it moves the
+// topic back and waits until extra has deleted its copy, so that the next
+// round starts from an empty broker again.
+func replicaCopy(ctx context.Context, b *testing.B, c *kafka.Cluster, topic string, assign [][]int32, extra int32) time.Duration {
+	to, back := map[int32][]int32{}, map[int32][]int32{}
+	for p, rs := range assign {
+		to[int32(p)], back[int32(p)] = append(slices.Clone(rs), extra), rs
+	}
+	start := time.Now()
+	c.Reassign(ctx, topic, to)
+	c.WaitReassigned(ctx, topic, 10*time.Millisecond)
+	d := time.Since(start)
+	// The time is the copy's: extra holds every byte of the leaders' now.
+	for p, rs := range assign {
+		want, err := c.Node(rs[0]).LogBytes(topic, int32(p))
+		if err == nil {
+			var got int64
+			if got, err = c.Node(extra).LogBytes(topic, int32(p)); err == nil && got != want {
+				err = fmt.Errorf("broker %d holds %d bytes, the leader %d", extra, got, want)
+			}
+		}
+		if err != nil {
+			b.Fatalf("%s-%d once the reassignment ended: %v", topic, p, err)
+		}
+	}
+	for p, rs := range to {
+		c.WaitPartition(ctx, topic, p, fmt.Sprintf("replicas and ISR %v", rs), func(s kafka.PartitionState) bool {
+			return slices.Equal(s.Replicas, rs) && kafka.SameSet(s.ISR, rs)
+		})
+	}
+	c.Reassign(ctx, topic, back)
+	c.WaitReassigned(ctx, topic, 10*time.Millisecond)
+	for p, rs := range back {
+		c.WaitPartition(ctx, topic, p, fmt.Sprintf("replicas %v", rs), func(s kafka.PartitionState) bool {
+			return slices.Equal(s.Replicas, rs) && s.Leader == rs[0]
+		})
+		c.WaitPartitionGone(ctx, extra, topic, p)
+	}
+	return d
+}
+
+// The bench's records are what it says: valid JSON of exactly the size
+// asked, all distinct.
+func TestJSONValues(t *testing.T) {
+	vs := jsonValues(512, 1<<10)
+	seen := map[string]bool{}
+	for i, v := range vs {
+		if len(v) != 1<<10 || !json.Valid(v) || seen[string(v)] {
+			t.Fatalf("value %d: %d bytes, valid JSON %v, seen before %v: %s", i, len(v), json.Valid(v), seen[string(v)], v)
+		}
+		seen[string(v)] = true
+	}
+}

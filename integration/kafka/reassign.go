@@ -1,0 +1,144 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Reassign moves each partition p of topic onto the brokers replicas[p],
+// the first the preferred leader, with AlterPartitionAssignments (KIP-455),
+// and returns once the controller has accepted every move. The new
+// replicas then copy at the brokers' own replica fetcher settings: no
+// throttle is set (kafka-reassign-partitions.sh sets one only with
+// --throttle). WaitReassigned waits for the copy.
+func (c *Cluster) Reassign(ctx context.Context, topic string, replicas map[int32][]int32) {
+	c.t.Helper()
+	var req kadm.AlterPartitionAssignmentsReq
+	for p, rs := range replicas {
+		req.Assign(topic, p, rs)
+	}
+	resp, err := c.Admin().AlterPartitionAssignments(ctx, req)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		var msgs []string
+		resp.Each(func(r kadm.AlterPartitionAssignmentsResponse) {
+			if r.ErrMessage != "" {
+				msgs = append(msgs, fmt.Sprintf("%d: %s", r.Partition, r.ErrMessage))
+			}
+		})
+		c.t.Fatalf("reassigning %s onto %v: %v %v", topic, replicas, err, msgs)
+	}
+}
+
+// WaitReassigned polls ListPartitionReassignments every poll until no
+// partition of topic is being reassigned, and fails the test at ctx's
+// deadline (or after 5 minutes). The controller ends a reassignment when
+// every target replica is in the ISR and drops the replicas it removes at
+// that moment (KIP-455; ReplicationControlManager and
+// PartitionReassignmentReplicas in KRaft), so this returns once an added
+// broker has caught up. The controller answers from its own state, ahead
+// of the brokers' Metadata by a propagation delay.
+func (c *Cluster) WaitReassigned(ctx context.Context, topic string, poll time.Duration) {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	var last string
+	for {
+		n, err := c.reassigning(ctx, topic)
+		if err == nil && n == 0 {
+			return
+		}
+		if err != nil {
+			last = err.Error()
+		} else {
+			last = fmt.Sprintf("%d partitions being reassigned", n)
+		}
+		select {
+		case <-ctx.Done():
+			c.t.Fatalf("waiting for the reassignment of %s to end: %v; last seen: %s", topic, ctx.Err(), last)
+		case <-time.After(poll):
+		}
+	}
+}
+
+// reassigning is how many partitions of topic the controller is
+// reassigning. It asks for every reassignment (topics null): a topic named
+// with no partitions matches none (ReplicationControlManager.listPartitionReassignments).
+func (c *Cluster) reassigning(ctx context.Context, topic string) (int, error) {
+	req := kmsg.NewPtrListPartitionReassignmentsRequest()
+	req.TimeoutMillis = 10_000
+	resp, err := req.RequestWith(ctx, c.adminClient())
+	if err != nil {
+		return 0, fmt.Errorf("listing reassignments: %w", err)
+	}
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return 0, fmt.Errorf("listing reassignments: %w", err)
+	}
+	n := 0
+	for _, t := range resp.Topics {
+		if t.Topic == topic {
+			n += len(t.Partitions)
+		}
+	}
+	return n, nil
+}
+
+// WaitPartitionGone waits until node id holds no directory of
+// topic-partition, neither the log nor the copy Kafka renames it to for a
+// deferred delete (topic-partition.<id>-delete, removed
+// log.segment.delete.delay.ms later: LogManager.asyncDelete), and fails
+// the test at ctx's deadline (or after 2 minutes).
+func (c *Cluster) WaitPartitionGone(ctx context.Context, id int32, topic string, partition int32) {
+	c.t.Helper()
+	n := c.Node(id)
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	dir := filepath.Join(n.DataDir(), fmt.Sprintf("%s-%d", topic, partition))
+	for {
+		left, err := filepath.Glob(dir + ".*-delete")
+		if err == nil {
+			if _, serr := os.Stat(dir); serr == nil {
+				left = append(left, dir)
+			} else if !errors.Is(serr, os.ErrNotExist) {
+				err = serr
+			}
+		}
+		if err == nil && len(left) == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			c.t.Fatalf("waiting for node %d to delete %s-%d: %v; still there: %v (%v)", n.ID, topic, partition, ctx.Err(), left, err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// LogBytes is the size of the node's segments (*.log) of topic-partition,
+// 0 if it holds none. A replica that has caught up with its leader holds
+// the leader's batches byte for byte, so the same size.
+func (n *Node) LogBytes(topic string, partition int32) (int64, error) {
+	logs, err := filepath.Glob(filepath.Join(n.DataDir(), fmt.Sprintf("%s-%d", topic, partition), "*.log"))
+	if err != nil {
+		return 0, err
+	}
+	var size int64
+	for _, l := range logs {
+		fi, err := os.Stat(l)
+		if err != nil {
+			return 0, fmt.Errorf("node %d: %w", n.ID, err)
+		}
+		size += fi.Size()
+	}
+	return size, nil
+}
