@@ -406,12 +406,17 @@ func (e *driverEnv) settle(t *testing.T) {
 				continue
 			}
 			w.processAll(e.now)
+			bound, unbound := w.bindAhead()
+			if len(bound) > 0 {
+				e.printf("broker %d: Fetch ahead bound to %s\n", w.id, joinTPs(bound))
+			}
+			if len(unbound) > 0 {
+				e.printf("broker %d: Fetch ahead not bound to %s\n", w.id, joinTPs(unbound))
+			}
 			if w.flight == nil {
 				w.send(e.ctx)
 				if w.flight != nil {
-					c := e.await(t)
-					e.inAir[c.broker] = c
-					e.printf("broker %d <- %s\n", c.broker, describeRequest(c.req))
+					e.sent(t, "")
 					moved = true
 				}
 			}
@@ -461,6 +466,25 @@ func (e *driverEnv) landOrFail(t *testing.T, w *worker) {
 			t.Fatalf("broker %d: the request in the air never came back", w.id)
 		}
 	}
+}
+
+// sent takes the request a worker just sent, as its one in the air: a
+// worker never has two.
+func (e *driverEnv) sent(t *testing.T, note string) {
+	c := e.await(t)
+	if prev, ok := e.inAir[c.broker]; ok {
+		t.Errorf("broker %d was sent %s while %s was in the air", c.broker, describeRequest(c.req), describeRequest(prev.req))
+	}
+	e.inAir[c.broker] = c
+	e.printf("broker %d <- %s%s\n", c.broker, describeRequest(c.req), note)
+}
+
+func joinTPs(tps []wire.TopicPartition) string {
+	s := make([]string, len(tps))
+	for i, tp := range tps {
+		s[i] = tp.String()
+	}
+	return strings.Join(s, ", ")
 }
 
 // await returns the request a worker just sent.
@@ -526,8 +550,10 @@ func (e *driverEnv) reply(t *testing.T, d *datadriven.TestData) {
 	}
 	select {
 	case f := <-w.flights:
-		w.flight = nil
-		w.receive(f)
+		w.landed(e.ctx, f)
+		if w.flight != nil {
+			e.sent(t, " (ahead of the appends)")
+		}
 	case <-time.After(10 * time.Second):
 		t.Fatalf("broker %d: the answer never reached the worker", id)
 	}
