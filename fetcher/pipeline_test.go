@@ -134,18 +134,7 @@ func (b *overlapBroker) maxInAir() int {
 func (b *overlapBroker) Request(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
 	switch r := req.(type) {
 	case *kmsg.MetadataRequest:
-		resp := kmsg.NewPtrMetadataResponse()
-		br := kmsg.NewMetadataResponseBroker()
-		br.NodeID = 1
-		resp.Brokers = append(resp.Brokers, br)
-		mt := kmsg.NewMetadataResponseTopic()
-		mt.Topic = kmsg.StringPtr("t")
-		copy(mt.TopicID[:], "t")
-		mp := kmsg.NewMetadataResponseTopicPartition()
-		mp.Partition, mp.Leader, mp.LeaderEpoch = 0, 1, 0
-		mt.Partitions = append(mt.Partitions, mp)
-		resp.Topics = append(resp.Topics, mt)
-		return resp, nil
+		return brokerOneLeads(1), nil
 	case *kmsg.FetchRequest:
 		b.mu.Lock()
 		b.inAir++
@@ -188,4 +177,23 @@ func (b *overlapBroker) Request(ctx context.Context, req kmsg.Request) (kmsg.Res
 		return resp, nil
 	}
 	return nil, fmt.Errorf("overlapBroker: no answer for %T", req)
+}
+
+// brokerOneLeads is a Metadata answer of one broker, 1, leading every
+// partition of topic t (id "t") at epoch 0.
+func brokerOneLeads(partitions int32) *kmsg.MetadataResponse {
+	resp := kmsg.NewPtrMetadataResponse()
+	br := kmsg.NewMetadataResponseBroker()
+	br.NodeID = 1
+	resp.Brokers = append(resp.Brokers, br)
+	mt := kmsg.NewMetadataResponseTopic()
+	mt.Topic = kmsg.StringPtr("t")
+	copy(mt.TopicID[:], "t")
+	for p := range partitions {
+		mp := kmsg.NewMetadataResponseTopicPartition()
+		mp.Partition, mp.Leader, mp.LeaderEpoch = p, 1, 0
+		mt.Partitions = append(mt.Partitions, mp)
+	}
+	resp.Topics = append(resp.Topics, mt)
+	return resp
 }
