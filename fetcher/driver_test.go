@@ -43,8 +43,10 @@ import (
 //	reply broker=N [error=TEXT]        answer broker N's request in the air
 //	  T-P ...                          (one line a partition; a partition left out is missing)
 //	    Fetch:                 [error=NAME] [records=FIRST-LAST [partial=BYTES]] [epoch=N] [hw=N]
-//	                           [log-start=N] [leader=ID/EPOCH] [diverging=EPOCH@END]
-//	                           (partial: that many bytes of the next batch follow, cut)
+//	                           [log-start=N] [leader=ID/EPOCH] [diverging=EPOCH@END] [crc=bad]
+//	                           (partial: that many bytes of the next batch follow, cut;
+//	                           crc=bad: the batch's last byte flipped, so that storage
+//	                           refuses it and wire, which only frames it, does not)
 //	    OffsetsForLeaderEpoch: [error=NAME] epoch=N end=N
 //	    ListOffsets:           [error=NAME] start=N end=N
 //	tick advance=DURATION              move the clock and step Tick everywhere
@@ -406,12 +408,17 @@ func (e *driverEnv) settle(t *testing.T) {
 				continue
 			}
 			w.processAll(e.now)
+			bound, unbound := w.bindAhead()
+			if len(bound) > 0 {
+				e.printf("broker %d: Fetch ahead bound to %s\n", w.id, joinTPs(bound))
+			}
+			if len(unbound) > 0 {
+				e.printf("broker %d: Fetch ahead not bound to %s\n", w.id, joinTPs(unbound))
+			}
 			if w.flight == nil {
 				w.send(e.ctx)
 				if w.flight != nil {
-					c := e.await(t)
-					e.inAir[c.broker] = c
-					e.printf("broker %d <- %s\n", c.broker, describeRequest(c.req))
+					e.sent(t, "")
 					moved = true
 				}
 			}
@@ -422,7 +429,32 @@ func (e *driverEnv) settle(t *testing.T) {
 		default:
 		}
 		if !moved {
+			e.checkInFlight(t)
 			return
+		}
+	}
+}
+
+// checkInFlight checks, once things have settled, that every state
+// machine waiting on a request has it in the air or still to send (none
+// waits for an answer nobody will give), and that /status shows a request
+// in flight for exactly the partitions that have one in the air (bound to
+// a Fetch ahead, sent as asked, or stale: a new leader epoch came since).
+func (e *driverEnv) checkInFlight(t *testing.T) {
+	shown := map[wire.TopicPartition]string{}
+	for _, s := range e.m.Statuses() {
+		shown[wire.TopicPartition{Topic: s.Topic, Partition: s.Partition}] = s.InFlight
+	}
+	for _, w := range e.workers() {
+		for tp, p := range w.parts {
+			id, inAir := w.flight.idFor(tp)
+			r := p.sm.InFlight()
+			if r != nil && r != p.pending && (!inAir || r.RequestID() != id) {
+				t.Errorf("broker %d: %s's state machine waits on %v, neither in the air nor to send", w.id, tp, r)
+			}
+			if inAir != (shown[tp] != "") {
+				t.Errorf("broker %d: %s in the air %t, but /status shows in flight %q", w.id, tp, inAir, shown[tp])
+			}
 		}
 	}
 }
@@ -461,6 +493,25 @@ func (e *driverEnv) landOrFail(t *testing.T, w *worker) {
 			t.Fatalf("broker %d: the request in the air never came back", w.id)
 		}
 	}
+}
+
+// sent takes the request a worker just sent, as its one in the air: a
+// worker never has two.
+func (e *driverEnv) sent(t *testing.T, note string) {
+	c := e.await(t)
+	if prev, ok := e.inAir[c.broker]; ok {
+		t.Errorf("broker %d was sent %s while %s was in the air", c.broker, describeRequest(c.req), describeRequest(prev.req))
+	}
+	e.inAir[c.broker] = c
+	e.printf("broker %d <- %s%s\n", c.broker, describeRequest(c.req), note)
+}
+
+func joinTPs(tps []wire.TopicPartition) string {
+	s := make([]string, len(tps))
+	for i, tp := range tps {
+		s[i] = tp.String()
+	}
+	return strings.Join(s, ", ")
 }
 
 // await returns the request a worker just sent.
@@ -526,8 +577,10 @@ func (e *driverEnv) reply(t *testing.T, d *datadriven.TestData) {
 	}
 	select {
 	case f := <-w.flights:
-		w.flight = nil
-		w.receive(f)
+		w.landed(e.ctx, f)
+		if w.flight != nil {
+			e.sent(t, " (ahead of the appends)")
+		}
 	case <-time.After(10 * time.Second):
 		t.Fatalf("broker %d: the answer never reached the worker", id)
 	}
@@ -676,6 +729,9 @@ func fetchResponse(t *testing.T, d *datadriven.TestData) *kmsg.FetchResponse {
 			}
 			epoch := int32(args.int(t, d, "epoch", 0))
 			p.RecordBatches = batch.BuildRun(f, epoch, 1, int(l-f+1))
+			if args["crc"] == "bad" {
+				p.RecordBatches[len(p.RecordBatches)-1] ^= 0xff
+			}
 			if n := args.int(t, d, "partial", 0); n > 0 {
 				// The first n bytes of the next batch: a broker may cut
 				// the last batch to fit the size limits.

@@ -70,20 +70,7 @@ type fillBroker struct {
 func (b *fillBroker) Request(_ context.Context, req kmsg.Request) (kmsg.Response, error) {
 	switch r := req.(type) {
 	case *kmsg.MetadataRequest:
-		resp := kmsg.NewPtrMetadataResponse()
-		br := kmsg.NewMetadataResponseBroker()
-		br.NodeID = 1
-		resp.Brokers = append(resp.Brokers, br)
-		mt := kmsg.NewMetadataResponseTopic()
-		mt.Topic = kmsg.StringPtr("t")
-		copy(mt.TopicID[:], "t")
-		for p := range int32(len(b.end)) {
-			mp := kmsg.NewMetadataResponseTopicPartition()
-			mp.Partition, mp.Leader, mp.LeaderEpoch = p, 1, 0
-			mt.Partitions = append(mt.Partitions, mp)
-		}
-		resp.Topics = append(resp.Topics, mt)
-		return resp, nil
+		return brokerOneLeads(int32(len(b.end))), nil
 	case *kmsg.FetchRequest:
 		b.mu.Lock()
 		defer b.mu.Unlock()

@@ -9,6 +9,8 @@ import (
 
 	"github.com/kfollower/kfollower/follower"
 	"github.com/kfollower/kfollower/wire"
+	"github.com/kfollower/kfollower/wire/batch"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -16,6 +18,17 @@ import (
 // partitions that broker leads (their state machines and their logs), and
 // batches their requests: one OffsetsForLeaderEpoch, ListOffsets or Fetch
 // request at a time for all of them, as Kafka's replica fetcher thread does.
+//
+// Fetches are pipelined: when a Fetch response lands, the next Fetch goes
+// out before its batches are appended (sendAhead), asking each partition
+// that got a plain answer for what follows it, so that the network and the
+// disk overlap. The state machines are not told: once the appends are done
+// and each has decided its own next Fetch, a partition whose Fetch is the
+// one already in the air is bound to it (bindAhead) and the answer is
+// stepped with its id; any other partition's part of that answer is
+// dropped. So a reply is only ever stepped for the position its state
+// machine asked for, and at most two responses per broker are in memory:
+// the one being appended and the one in the air.
 type worker struct {
 	id     int32
 	broker requester
@@ -29,7 +42,7 @@ type worker struct {
 	rank     map[wire.TopicPartition]uint64
 	nextRank uint64
 
-	flight  *flight      // the request in the air, nil if none
+	flight  *flight      // the request in the air, nil if none; never more than one
 	flights chan *flight // its completion; buffered so the sender never blocks
 	done    chan struct{}
 }
@@ -68,10 +81,15 @@ type flight struct {
 	fetches  map[wire.TopicPartition]wire.FetchPartition
 	order    []wire.TopicPartition   // the fetches' order in the request
 	topicIDs map[string]wire.TopicID // the fetch's, to read a v13+ answer
-	sent     time.Time
-	resp     kmsg.Response
-	resp2    kmsg.Response // ListOffsets: the LATEST half
-	err      error
+	// ahead marks a Fetch sent ahead of the appends of the response
+	// before it (sendAhead) whose partitions bindAhead has not yet bound:
+	// until then reqIDs holds only the requests the state machines had
+	// already handed out.
+	ahead bool
+	sent  time.Time
+	resp  kmsg.Response
+	resp2 kmsg.Response // ListOffsets: the LATEST half
+	err   error
 }
 
 // idFor returns the id of tp's request in f, if f carries one.
@@ -111,6 +129,7 @@ func (w *worker) run(ctx context.Context) {
 	for {
 		now := w.m.cfg.Now()
 		w.processAll(now)
+		w.bindAhead()
 		if w.flight == nil {
 			w.send(ctx)
 		}
@@ -135,9 +154,7 @@ func (w *worker) run(ctx context.Context) {
 				return
 			}
 		case f := <-w.flights:
-			w.flight = nil
-			w.m.clearInFlight(w.id, f.reqIDs)
-			w.receive(f)
+			w.landed(ctx, f)
 		case <-maintC:
 			w.maintain()
 		case <-wakeC:
@@ -150,6 +167,14 @@ func (w *worker) run(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// landed takes the answer of the request in the air: it is stepped into the
+// partitions, and the next Fetch is sent ahead of the appends it decided.
+func (w *worker) landed(ctx context.Context, f *flight) {
+	w.flight = nil
+	w.m.clearInFlight(w.id, f.reqIDs)
+	w.sendAhead(ctx, w.receive(f))
 }
 
 // land waits for the request in the air, if any, and drops its answer.
@@ -283,11 +308,18 @@ func (w *worker) send(ctx context.Context) {
 		reqs = []kmsg.Request{earliest, latest}
 	case len(fetches) > 0:
 		f.key, f.reqIDs, f.fetches = kmsg.Fetch, requestIDs(fetches), fetchPartitions(fetches)
-		f.topicIDs, f.order = ids, w.fetchOrder(fetches)
+		f.topicIDs, f.order = ids, w.fetchOrder(f.fetches)
 		reqs = []kmsg.Request{wire.FetchRequestInOrder(f.order, f.fetches, f.topicIDs, w.m.cfg.Limits)}
 	default:
 		return
 	}
+	w.start(ctx, f, reqs)
+}
+
+// start sends f's requests, one after the other, on a goroutine of its
+// own that reports to w.flights; the partitions whose requests f carries
+// have them sent.
+func (w *worker) start(ctx context.Context, f *flight, reqs []kmsg.Request) {
 	for tp := range f.reqIDs {
 		w.parts[tp].pending = nil // sent
 	}
@@ -329,7 +361,7 @@ func (w *worker) toEnd(tp wire.TopicPartition) {
 // fetchOrder is the order of a Fetch's partitions: by rank, so those that
 // got records last come last, as Kafka's replica fetcher orders its
 // partitions (AbstractFetcherThread's partitionStates.updateAndMoveToEnd).
-func (w *worker) fetchOrder(fetches map[wire.TopicPartition]*follower.Fetch) []wire.TopicPartition {
+func (w *worker) fetchOrder(fetches map[wire.TopicPartition]wire.FetchPartition) []wire.TopicPartition {
 	order := make([]wire.TopicPartition, 0, len(fetches))
 	for tp := range fetches {
 		order = append(order, tp)
@@ -347,28 +379,54 @@ func addTo[V any](m *map[wire.TopicPartition]V, k wire.TopicPartition, v V) {
 }
 
 // receive feeds a response back into the partitions that are still here.
-func (w *worker) receive(f *flight) {
+// For a Fetch it returns where each partition whose answer was a plain
+// success will fetch next once its batches are appended (sendAhead), or
+// nil when the answer asks for something to come first.
+func (w *worker) receive(f *flight) (ahead map[wire.TopicPartition]wire.FetchPartition) {
 	now := w.m.cfg.Now()
 	cfg := &w.m.cfg
 	stats := RequestStats{Broker: w.id, Key: f.key, Partitions: len(f.reqIDs), Latency: now.Sub(f.sent), Err: f.err}
+	if f.key == kmsg.Fetch {
+		stats.Partitions = len(f.order) // with those of a Fetch ahead that none was bound to
+	}
 	defer func() { cfg.observe().RequestDone(stats) }()
-	step := func(tp wire.TopicPartition, msg follower.Msg) {
+	step := func(tp wire.TopicPartition, msg follower.Msg) bool {
 		p, ok := w.parts[tp]
 		if !ok || !p.step(now, msg) {
 			// Handed off while the request was in the air, or no longer
 			// the request in flight (follower.ErrStale): dropped, counted.
 			stats.Stale++
+			return false
 		}
+		return true
+	}
+	// unasked drops the answer for a partition of a Fetch ahead that no
+	// state machine was bound to (bindAhead): counted as stale, as the
+	// state machine would have counted it.
+	unasked := func(tp wire.TopicPartition) bool {
+		if _, ok := f.reqIDs[tp]; ok {
+			return false
+		}
+		stats.Stale++
+		if p, ok := w.parts[tp]; ok {
+			p.staleReplies++
+		}
+		return true
 	}
 	fail := func(tp wire.TopicPartition, err error) {
-		step(tp, follower.RequestFailed{ID: f.reqIDs[tp], Err: err})
+		if !unasked(tp) {
+			step(tp, follower.RequestFailed{ID: f.reqIDs[tp], Err: err})
+		}
 	}
 	if f.err != nil {
 		cfg.Logger.Debug("request failed", "broker", w.id, "api", f.key.Name(), "err", f.err)
 		for tp := range f.reqIDs {
 			fail(tp, f.err)
 		}
-		return
+		for _, tp := range f.order {
+			unasked(tp)
+		}
+		return nil
 	}
 	missing := func(tps []wire.TopicPartition) {
 		for _, tp := range tps {
@@ -393,6 +451,7 @@ func (w *worker) receive(f *flight) {
 		missing(miss)
 	case kmsg.Fetch:
 		answers, miss := wire.FetchReplies(f.resp.(*kmsg.FetchResponse), f.fetches, f.topicIDs)
+		ahead = map[wire.TopicPartition]wire.FetchPartition{}
 		for _, a := range answers {
 			stats.FetchedBytes += int64(len(a.Records) + a.Batches.Tail)
 			stats.FetchedRecords += a.Batches.Records
@@ -402,16 +461,17 @@ func (w *worker) receive(f *flight) {
 				}
 				stats.Results[wire.ErrorName(a.ErrorCode)]++
 			}
+			if !plainAnswer(a) {
+				// A reconciliation, a ListOffsets or a new leader
+				// comes before any fetch (send's order, KIP-101): no
+				// Fetch goes ahead of it.
+				ahead = nil
+			}
 		}
 		for _, tp := range f.order {
 			a, ok := answers[tp]
 			if !ok {
 				continue
-			}
-			if len(a.Records) > 0 {
-				if _, held := w.parts[tp]; held {
-					w.toEnd(tp) // served: the others come first next time
-				}
 			}
 			if a.Leader != nil {
 				// KIP-951: the broker names the leader it knows of; a
@@ -423,12 +483,130 @@ func (w *worker) receive(f *flight) {
 					w.m.requestRefresh()
 				}
 			}
+			if unasked(tp) {
+				continue
+			}
+			if len(a.Records) > 0 {
+				if _, held := w.parts[tp]; held {
+					w.toEnd(tp) // served: the others come first next time
+				}
+			}
 			r := fetchReply(f.reqIDs[tp], a)
 			if p, ok := w.parts[tp]; ok {
 				p.fetched = fetchedBatches{id: r.ID, Batches: a.Batches} // for the Append r may lead to
 			}
-			step(tp, r)
+			if step(tp, r) && ahead != nil && a.ErrorCode == 0 && a.Batches.Err == nil {
+				ahead[tp] = nextFetch(f.fetches[tp], a)
+			}
 		}
 		missing(miss)
 	}
+	return ahead
+}
+
+// plainAnswer reports whether a Fetch answer leaves its partition fetching
+// from the same leader, whatever its error: no diverging epoch, no
+// OFFSET_OUT_OF_RANGE and no KIP-951 leader hint.
+func plainAnswer(a wire.FetchAnswer) bool {
+	return a.Diverging.Epoch < 0 && a.Leader == nil && a.ErrorCode != kerr.OffsetOutOfRange.Code
+}
+
+// nextFetch is where a partition fetches next once the whole batches of
+// its answer a to sent are appended: from the offset after the last one,
+// with that batch's epoch as the last fetched (its log's latest epoch
+// then), or where it was if there were none.
+func nextFetch(sent wire.FetchPartition, a wire.FetchAnswer) wire.FetchPartition {
+	next := sent
+	s := batch.NewFrameScanner(a.Records[:a.Batches.Whole])
+	for s.Next() {
+		h := s.Header()
+		next.Offset, next.LastFetchedEpoch = h.NextOffset(), h.PartitionLeaderEpoch
+	}
+	return next
+}
+
+// sendAhead sends the next Fetch before the appends of the response that
+// just landed are carried out: for each partition in ahead, the position
+// it will fetch from next if its append succeeds, and with them the
+// Fetches the state machines have handed out and not sent yet. It sends
+// nothing while an OffsetsForLeaderEpoch or ListOffsets waits (they come
+// first, as in send), or if a request is in the air already.
+func (w *worker) sendAhead(ctx context.Context, ahead map[wire.TopicPartition]wire.FetchPartition) {
+	if len(ahead) == 0 || w.flight != nil {
+		return
+	}
+	var fetches map[wire.TopicPartition]*follower.Fetch
+	for tp, p := range w.parts {
+		switch r := p.pending.(type) {
+		case *follower.OffsetsForLeaderEpoch:
+			if r.Leader == w.id {
+				return
+			}
+		case *follower.ListOffsets:
+			if r.Leader == w.id {
+				return
+			}
+		case *follower.Fetch:
+			if _, ok := ahead[tp]; !ok && r.Leader == w.id && !p.sm.HasReady() {
+				addTo(&fetches, tp, r)
+			}
+		}
+	}
+	ids := w.m.topicIDs()
+	if withoutID(fetches, ids) {
+		w.m.requestRefresh()
+	}
+	f := &flight{key: kmsg.Fetch, ahead: true, reqIDs: requestIDs(fetches), fetches: fetchPartitions(fetches), topicIDs: ids}
+	for tp, fp := range ahead {
+		if ids[tp.Topic] == (wire.TopicID{}) {
+			continue // its id was dropped since (withoutID)
+		}
+		f.fetches[tp] = fp
+	}
+	if len(f.fetches) == 0 {
+		return
+	}
+	f.order = w.fetchOrder(f.fetches)
+	w.start(ctx, f, []kmsg.Request{wire.FetchRequestInOrder(f.order, f.fetches, f.topicIDs, w.m.cfg.Limits)})
+}
+
+// bindAhead binds each partition of the Fetch sent ahead, now that its
+// appends are carried out, to its state machine's next Fetch if that asks
+// for exactly what was sent: same leader, offset, fence (KIP-320) and last
+// fetched epoch (KIP-595). The log start offset may differ (retention ran):
+// a leader ignores it from a consumer (replica id -1). The answer is then
+// stepped with the state machine's id. Any other partition (its append
+// failed, it truncates, reconciles, backs off or has a new leader) is not
+// bound: its part of the answer is dropped when it lands and its own
+// request waits for the next send. It returns the partitions bound and
+// those not, in the Fetch's order.
+func (w *worker) bindAhead() (bound, unbound []wire.TopicPartition) {
+	f := w.flight
+	if f == nil || !f.ahead {
+		return nil, nil
+	}
+	f.ahead = false
+	ids := map[wire.TopicPartition]uint64{}
+	for _, tp := range f.order {
+		if _, ok := f.reqIDs[tp]; ok {
+			continue // the state machine's own request
+		}
+		if p, ok := w.parts[tp]; ok {
+			if r, ok := p.pending.(*follower.Fetch); ok && sameFetch(r, w.id, f.fetches[tp]) {
+				f.reqIDs[tp], ids[tp] = r.ID, r.ID
+				p.pending = nil // sent: it is in the air
+				bound = append(bound, tp)
+				continue
+			}
+		}
+		unbound = append(unbound, tp)
+	}
+	w.m.setInFlight(w.id, APIName(f.key), f.sent, ids)
+	return bound, unbound
+}
+
+// sameFetch reports whether r asks broker leader for what fp asked.
+func sameFetch(r *follower.Fetch, leader int32, fp wire.FetchPartition) bool {
+	return r.Leader == leader && r.Offset == fp.Offset && r.CurrentLeaderEpoch == fp.CurrentLeaderEpoch &&
+		r.LastFetchedEpoch == fp.LastFetchedEpoch
 }
