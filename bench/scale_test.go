@@ -17,6 +17,7 @@ import (
 	"github.com/kfollower/kfollower/fetcher"
 	"github.com/kfollower/kfollower/follower"
 	"github.com/kfollower/kfollower/integration/kafka"
+	"github.com/kfollower/kfollower/storage"
 	"github.com/kfollower/kfollower/wire"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -74,6 +75,17 @@ func BenchmarkScale(b *testing.B) {
 
 func benchScale(b *testing.B, partitions int, idle time.Duration) {
 	ctx := context.Background()
+	// Every open log holds its files open: check the process may hold
+	// them all before starting a cluster to find out.
+	perLog := fdsPerLog(b)
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		b.Fatal(err)
+	}
+	if need := uint64(perLog*partitions + 1024); need > lim.Cur {
+		b.Fatalf("%d partitions need about %d open files (%d per log, and sockets), over this process's limit of %d (ulimit -n)",
+			partitions, need, perLog, lim.Cur)
+	}
 	c := kafka.Start(b, kafka.Options{NeedsFaults: true})
 	const topic = "many"
 	assign := make([][]int32, partitions)
@@ -143,9 +155,9 @@ func benchScale(b *testing.B, partitions int, idle time.Duration) {
 	rss := vmRSS(b)
 	goalRSS := 100<<20 + 5<<10*int64(partitions)
 	idleShare := cpu.Seconds() / window.Seconds()
-	b.Logf("idle %v: CPU %.1f%% of a core (goal < 10%%), %s; RSS %.1f MB (goal ≤ %.1f MB); %d goroutines; load average %s",
+	b.Logf("idle %v: CPU %.1f%% of a core (goal < 10%%), %s; RSS %.1f MB (goal ≤ %.1f MB); %d goroutines, %d open files; load average %s",
 		window.Round(time.Millisecond), 100*idleShare, idleCounts, float64(rss)/1e6, float64(goalRSS)/1e6,
-		runtime.NumGoroutine(), loadAverage())
+		runtime.NumGoroutine(), openFiles(b), loadAverage())
 
 	// Every leader moves at once: broker 1's controlled shutdown.
 	epochs := map[int32]int32{}
@@ -154,16 +166,22 @@ func benchScale(b *testing.B, partitions int, idle time.Duration) {
 	}
 	counts.take()
 	moved := time.Now()
-	stopped := make(chan time.Duration, 1)
+	// Stop returns once the broker has exited, long after the leaders
+	// moved, so it runs beside the measurement. (If it fails, its Fatal
+	// ends only that goroutine, but marks the benchmark failed.)
+	var exited time.Duration
+	stopped := make(chan struct{})
 	go func() {
-		c.Stop(1) // returns once the broker has exited
-		stopped <- time.Since(moved)
+		defer close(stopped)
+		c.Stop(1)
+		exited = time.Since(moved)
 	}()
+	defer func() { <-stopped }()
 	waitScale(b, m, partitions, func(s fetcher.Status) bool {
 		return s.LeaderEpoch > epochs[s.Partition] && s.Leader != 1 && s.State == "fetching" && s.Reconciled
 	})
 	reconcile := time.Since(moved)
-	exited := <-stopped
+	<-stopped
 	move := counts.take()
 	perBroker := move.epochRequestsPerBroker()
 	perPartition := float64(move.epochQueries) / float64(partitions)
@@ -342,4 +360,28 @@ func waitScale(b *testing.B, m *fetcher.Manager, n int, cond func(fetcher.Status
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// openFiles is the number of files this process holds open.
+func openFiles(b *testing.B) int {
+	es, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		b.Fatal(err)
+	}
+	return len(es)
+}
+
+// fdsPerLog is how many files one open, empty log holds open.
+func fdsPerLog(b *testing.B) int {
+	dir := b.TempDir()
+	before := openFiles(b)
+	l, err := storage.Open(dir, "probe", 0, storage.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	n := openFiles(b) - before
+	if err := l.Close(); err != nil {
+		b.Fatal(err)
+	}
+	return n
 }
