@@ -222,6 +222,10 @@ type scaleWindow struct {
 	leaderChanges, reconciliations int
 	firstChange, lastChange        time.Duration
 	lastReconciled                 time.Duration
+	// lastRetried is when the last epoch answer that was not "ok" came:
+	// a broker had not yet made itself leader of some partition then, so
+	// what comes after it is ours (the wait and the next round).
+	lastRetried time.Duration
 }
 
 func newScaleCounts() *scaleCounts {
@@ -246,6 +250,9 @@ func (c *scaleCounts) RequestDone(s fetcher.RequestStats) {
 		}
 		for k, v := range s.Results {
 			c.results[k] += v
+			if k != "ok" {
+				c.lastRetried = end
+			}
 		}
 	case kmsg.Fetch:
 		c.fetches++
@@ -308,6 +315,9 @@ func (w scaleWindow) String() string {
 	}
 	if w.reconciliations > 0 {
 		s += fmt.Sprintf("; %d reconciliations, the last at %v", w.reconciliations, w.lastReconciled.Round(time.Millisecond))
+	}
+	if w.lastRetried > 0 {
+		s += fmt.Sprintf("; the last answer not ok (a broker not yet leader) at %v", w.lastRetried.Round(time.Millisecond))
 	}
 	return s
 }
