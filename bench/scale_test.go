@@ -43,7 +43,8 @@ import (
 //     requests per broker should equal epoch queries per partition.
 //
 // KFOLLOWER_SCALE_IDLEPROF=file writes a CPU profile of the idle window
-// (of the last size run), to see how much of it is full Fetch encoding.
+// (of the last size run), to see how much of it is full Fetch encoding;
+// KFOLLOWER_SCALE_HEAPPROF=file a heap profile at its end.
 func BenchmarkScale(b *testing.B) {
 	sizes := []int{1000, 4000, 10000}
 	if s := os.Getenv("KFOLLOWER_SCALE"); s != "" {
@@ -153,10 +154,23 @@ func benchScale(b *testing.B, partitions int, idle time.Duration) {
 		prof.Close()
 	}
 	rss := vmRSS(b)
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	if path := os.Getenv("KFOLLOWER_SCALE_HEAPPROF"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+			b.Fatal(err)
+		}
+		f.Close()
+	}
 	goalRSS := 100<<20 + 5<<10*int64(partitions)
 	idleShare := cpu.Seconds() / window.Seconds()
-	b.Logf("idle %v: CPU %.1f%% of a core (goal < 10%%), %s; RSS %.1f MB (goal ≤ %.1f MB); %d goroutines, %d open files; load average %s",
+	b.Logf("idle %v: CPU %.1f%% of a core (goal < 10%%), %s; RSS %.1f MB (goal ≤ %.1f MB; Go heap in use %.1f MB, %.1f KB per partition); %d goroutines, %d open files; load average %s",
 		window.Round(time.Millisecond), 100*idleShare, idleCounts, float64(rss)/1e6, float64(goalRSS)/1e6,
+		float64(ms.HeapInuse)/1e6, float64(ms.HeapInuse)/1e3/float64(partitions),
 		runtime.NumGoroutine(), openFiles(b), loadAverage())
 
 	// Every leader moves at once: broker 1's controlled shutdown.
@@ -181,8 +195,8 @@ func benchScale(b *testing.B, partitions int, idle time.Duration) {
 		return s.LeaderEpoch > epochs[s.Partition] && s.Leader != 1 && s.State == "fetching" && s.Reconciled
 	})
 	reconcile := time.Since(moved)
-	<-stopped
 	move := counts.take()
+	<-stopped
 	perBroker := move.epochRequestsPerBroker()
 	perPartition := float64(move.epochQueries) / float64(partitions)
 	b.Logf("every leader moved: reconciled %v after the shutdown began (goal < 2 s; broker 1 exited after %v); "+
@@ -190,7 +204,7 @@ func benchScale(b *testing.B, partitions int, idle time.Duration) {
 		reconcile.Round(time.Millisecond), exited.Round(time.Millisecond), perBroker, perPartition, move, loadAverage())
 
 	for _, e := range move.timeline {
-		b.Logf("  OffsetsForLeaderEpoch %s", e)
+		b.Logf("  %s", e)
 	}
 
 	b.ReportMetric(startup.Seconds()*1000, "ms-startup")
@@ -258,6 +272,13 @@ func (c *scaleCounts) RequestDone(s fetcher.RequestStats) {
 		c.fetches++
 		c.fetchPartitions += s.Partitions
 		c.fetchLatency += s.Latency
+		if s.Latency > time.Second {
+			// Longer than the long poll (500 ms): what epoch retries due
+			// meanwhile waited for, as a worker has one request in the air.
+			end := time.Since(c.since)
+			c.timeline = append(c.timeline, fmt.Sprintf("%v-%v broker %d: a Fetch of %d partitions", (end-s.Latency).Round(time.Millisecond),
+				end.Round(time.Millisecond), s.Broker, s.Partitions))
+		}
 	}
 }
 
