@@ -76,7 +76,12 @@ func benchReconcile(b *testing.B, partitions int) {
 	epochPartitions.Store(0)
 	results.reset()
 	stopped := time.Now()
-	c.Stop(1) // controlled shutdown: every leader moves at once
+	// Controlled shutdown: every leader moves at once. Stop returns once
+	// the broker has exited, long after the leaders moved, so it runs
+	// beside the measurement.
+	exited := make(chan struct{})
+	go func() { defer close(exited); c.Stop(1) }()
+	defer func() { <-exited }()
 	var first time.Time
 	for first.IsZero() {
 		for _, s := range m.Statuses() {

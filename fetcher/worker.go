@@ -239,6 +239,7 @@ func (w *worker) handle(o order, now time.Time) (quit bool) {
 
 // processAll carries out every partition's Ready and publishes status.
 func (w *worker) processAll(now time.Time) {
+	w.tickDue(now) // fetcher/wake.go: a backoff that ended is stepped before the next request
 	var refresh bool
 	for _, p := range w.parts {
 		b, r, rf := p.process(&w.m.cfg, now)

@@ -26,6 +26,21 @@ var DefaultBackoff = BackoffPolicy{Base: 100 * time.Millisecond, Max: 10 * time.
 // [d/2, d], d = min(Base·2^(attempt-1), Max). Pure: the caller supplies the
 // jitter.
 func (b BackoffPolicy) Delay(attempt int, jitter float64) time.Duration {
+	d := b.Step(attempt)
+	if !(jitter >= 0) { // also NaN
+		jitter = 0
+	}
+	if jitter >= 1 {
+		jitter = math.Nextafter(1, 0)
+	}
+	half := d / 2
+	return d - half + time.Duration(jitter*float64(half))
+}
+
+// Step is the wait before retry number attempt without jitter: the top of
+// Delay's range, d = min(Base·2^(attempt-1), Max), the same for every
+// partition, for the retries that go out together (Together).
+func (b BackoffPolicy) Step(attempt int) time.Duration {
 	if b.Base <= 0 {
 		b.Base = DefaultBackoff.Base
 	}
@@ -39,14 +54,23 @@ func (b BackoffPolicy) Delay(attempt int, jitter float64) time.Duration {
 	if shift := attempt - 1; shift < 62 && b.Base <= math.MaxInt64>>shift {
 		d = min(b.Base<<shift, b.Max)
 	}
-	if !(jitter >= 0) { // also NaN
-		jitter = 0
-	}
-	if jitter >= 1 {
-		jitter = math.Nextafter(1, 0)
-	}
-	half := d / 2
-	return d - half + time.Duration(jitter*float64(half))
+	return d
+}
+
+// togetherMax caps the wait of the retries that go out together
+// (Together): Kafka's replica fetcher waits replica.fetch.backoff.ms (1 s
+// by default) before every retry of a failed partition, without growth. A
+// broker taking over thousands of partitions makes itself leader of them
+// over seconds, so a wait that kept doubling would overshoot the moment it
+// is done by as much as it had waited.
+const togetherMax = time.Second
+
+// TogetherDelay is the wait before retry number attempt after an error
+// that every partition of a reply retries together (Together): Step, the
+// same for every partition, capped at togetherMax (or the first step, if
+// longer).
+func (b BackoffPolicy) TogetherDelay(attempt int) time.Duration {
+	return min(b.Step(attempt), max(togetherMax, b.Step(1)))
 }
 
 // jitterFor derives a jitter value in [0, 1) from a seed and an attempt

@@ -111,6 +111,25 @@ func Classify(err error) Reaction {
 	}
 }
 
+// Together reports whether the partitions that got err in one reply retry
+// together: after the same wait, without jitter, so that their retries go
+// out in one request to the broker again instead of one per partition.
+// These are the answers of a broker in the middle of a leadership change,
+// which it gives every partition it has not yet taken over at once: Metadata
+// named it leader (its metadata cache is updated before its replica manager
+// applies the change, BrokerMetadataPublisher.onMetadataUpdate), and until
+// it has made itself leader it answers our newer epoch UNKNOWN_LEADER_EPOCH
+// (Partition.checkCurrentLeaderEpoch) or NOT_LEADER_OR_FOLLOWER. Kafka's
+// own fetcher delays all the partitions of a failed round by the same
+// replica.fetch.backoff.ms (AbstractFetcherThread.delayPartitions), so one
+// retry round is one request per broker; spread by jitter, a move of
+// thousands of partitions took a request per few partitions and, for each,
+// a pass over every partition of the worker.
+func Together(err error) bool {
+	ke, ok := errors.AsType[*kerr.Error](err)
+	return ok && (ke.Code == kerr.UnknownLeaderEpoch.Code || ke.Code == kerr.NotLeaderForPartition.Code)
+}
+
 // ClassifyCode is Classify for a raw Kafka error code (0 is no error).
 func ClassifyCode(code int16) Reaction {
 	return Classify(kerr.ErrorForCode(code))

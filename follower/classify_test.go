@@ -91,3 +91,82 @@ func TestBackoffDelay(t *testing.T) {
 		}
 	}
 }
+
+// TestRetryTogether: partitions a broker answered UNKNOWN_LEADER_EPOCH (or
+// NOT_LEADER_OR_FOLLOWER) in one reply, in the middle of taking over their
+// leadership, wake at the same moment on every retry, so the worker asks
+// about them all again in one request; their waits grow from Base but
+// never past Kafka's replica.fetch.backoff.ms (1 s), so a broker that
+// takes seconds to make itself leader is asked again within a second of
+// being done. Other errors keep each partition's own jitter.
+func TestRetryTogether(t *testing.T) {
+	b := BackoffPolicy{Base: 100 * time.Millisecond, Max: 10 * time.Second}
+	for _, tc := range []struct {
+		name     string
+		code     int16
+		together bool
+	}{
+		{"UNKNOWN_LEADER_EPOCH", kerr.UnknownLeaderEpoch.Code, true},
+		{"NOT_LEADER_OR_FOLLOWER", kerr.NotLeaderForPartition.Code, true},
+		{"UNKNOWN_SERVER_ERROR", kerr.UnknownServerError.Code, false},
+		{"FENCED_LEADER_EPOCH", kerr.FencedLeaderEpoch.Code, false}, // a fence waits for metadata instead
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			now := time.Unix(0, 0)
+			var ps []*Partition
+			for seed := range uint64(8) {
+				p := NewPartition(Config{Topic: "t", Partition: int32(seed), Backoff: b, JitterSeed: seed * 7919}, &memLog{leo: 50, epochs: []epochEntry{{1, 0}}})
+				if err := p.Step(now, LeaderChange{Leader: 2, LeaderEpoch: 5}); err != nil {
+					t.Fatal(err)
+				}
+				ps = append(ps, p)
+			}
+			var waits []time.Duration
+			for attempt := 1; attempt <= 8; attempt++ {
+				wakes := map[time.Time]int{}
+				for _, p := range ps {
+					var id uint64
+					for p.HasReady() {
+						rd := p.Ready()
+						if r, ok := rd.Request.(*OffsetsForLeaderEpoch); ok {
+							id = r.ID
+						}
+						p.Advance(rd)
+					}
+					if id == 0 {
+						t.Fatalf("attempt %d: no OffsetsForLeaderEpoch sent", attempt)
+					}
+					if err := p.Step(now, EpochReply{ID: id, ErrorCode: tc.code}); err != nil {
+						t.Fatal(err)
+					}
+					wakes[p.NextWake()]++
+				}
+				if !tc.together {
+					if len(wakes) == 1 {
+						t.Fatalf("attempt %d: every partition wakes at once; want each its own jitter", attempt)
+					}
+					return
+				}
+				if len(wakes) != 1 {
+					t.Fatalf("attempt %d: %d partitions wake at %d different times, want one", attempt, len(ps), len(wakes))
+				}
+				var at time.Time
+				for w := range wakes {
+					at = w
+				}
+				waits = append(waits, at.Sub(now))
+				now = at
+				for _, p := range ps {
+					if err := p.Step(now, Tick{}); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			want := []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond,
+				time.Second, time.Second, time.Second, time.Second}
+			if fmt.Sprint(waits) != fmt.Sprint(want) {
+				t.Fatalf("waits %v, want %v", waits, want)
+			}
+		})
+	}
+}

@@ -347,8 +347,18 @@ func (p *Partition) fail(now time.Time, r Reaction, err error) {
 			p.resume = p.state
 		}
 		p.state = StateBackoff
-		p.wakeAt = now.Add(p.cfg.Backoff.Delay(p.attempts, jitterFor(p.cfg.JitterSeed, p.attempts)))
+		p.wakeAt = now.Add(p.retryDelay(err))
 	}
+}
+
+// retryDelay is the wait before retry number p.attempts after err: the
+// same for every partition for an error a broker gives them together
+// (Together), else spread by this partition's jitter.
+func (p *Partition) retryDelay(err error) time.Duration {
+	if Together(err) {
+		return p.cfg.Backoff.TogetherDelay(p.attempts)
+	}
+	return p.cfg.Backoff.Delay(p.attempts, jitterFor(p.cfg.JitterSeed, p.attempts))
 }
 
 // storageFail waits in StateStorageBackoff after a storage failure that

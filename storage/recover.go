@@ -178,12 +178,14 @@ func (l *Log) recover() error {
 		}
 	}
 
+	created := false
 	if len(l.segs) == 0 {
 		s, err := l.createSegment(max(logStart, 0))
 		if err != nil {
 			return err
 		}
 		l.segs = []*segment{s}
+		created = true
 	}
 	// A recovery point is only trusted when no truncation was in flight:
 	// a truncation may have rewritten the bytes before it.
@@ -192,7 +194,7 @@ func (l *Log) recover() error {
 		rp = l.readRecoveryPoint()
 	}
 	var tail []batch.Header
-	if err := l.recoverActive(rp, func(h batch.Header) { tail = append(tail, h) }); err != nil {
+	if err := l.recoverActive(rp, created, func(h batch.Header) { tail = append(tail, h) }); err != nil {
 		return err
 	}
 
@@ -321,7 +323,11 @@ func (l *Log) writeRecoveryPoint(rp recoveryPoint) error {
 // recoverActive validates the active segment, from its recovery point
 // when there is a usable one (the bytes before it were fsynced), and cuts
 // a torn tail.
-func (l *Log) recoverActive(rp *recoveryPoint, onBatch func(batch.Header)) error {
+//
+// created says the active segment was created empty by this Open (a new
+// log, or one a full truncation emptied), its creation made durable by
+// createSegment's directory fsync.
+func (l *Log) recoverActive(rp *recoveryPoint, created bool, onBatch func(batch.Header)) error {
 	s := l.active()
 	size, err := s.fileSize()
 	if err != nil {
@@ -365,6 +371,13 @@ func (l *Log) recoverActive(rp *recoveryPoint, onBatch func(batch.Header)) error
 		}
 	} else if err := s.rewriteIndexes(); err != nil {
 		return err
+	}
+	if created && size == 0 {
+		// Nothing was written to the new, empty files since
+		// createSegment's directory fsync made them durable: three
+		// fsyncs that would change nothing, per partition of a first
+		// start-up with thousands (11 fsyncs opened a new log).
+		return nil
 	}
 	// Durable now; the recovery point is written by recover once the
 	// checkpoint holds these batches' epochs (a point promises that).

@@ -1,0 +1,43 @@
+package fetcher
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/datadriven"
+)
+
+// TestRetryBeforeNextFetch: a backoff that ended while a Fetch was in the
+// air is stepped before the worker sends its next request, so the epoch
+// query it was waiting for goes out at once instead of after one more
+// long poll. The story driver steps a worker as run does after an answer
+// (processAll, then send); the clock moves past the backoff without a
+// tick, as when run takes the Fetch answer before the timer case.
+func TestRetryBeforeNextFetch(t *testing.T) {
+	e := newDriverEnv(t)
+	defer e.close()
+	step := func(cmd, args, input string) string {
+		d := &datadriven.TestData{Pos: "wake_test", Cmd: cmd, Input: input}
+		for _, a := range strings.Fields(args) {
+			k, v, _ := strings.Cut(a, "=")
+			d.CmdArgs = append(d.CmdArgs, datadriven.CmdArg{Key: k, Vals: []string{v}})
+		}
+		return e.handle(t, d)
+	}
+	step("metadata", "", "t-0 leader=1 epoch=1\nt-1 leader=1 epoch=1")
+	step("reply", "broker=1", "t-0 records=0-4 epoch=1 hw=5\nt-1 records=0-4 epoch=1 hw=5")
+	if out := step("metadata", "", "t-0 leader=2 epoch=2\nt-1 leader=2 epoch=2"); !strings.Contains(out, "broker 2 <- OffsetForLeaderEpoch t-0") {
+		t.Fatalf("no epoch query to the new leader:\n%s", out)
+	}
+	// Broker 2 has not yet made itself leader of t-0: t-0 backs off,
+	// t-1 reconciles and long-polls.
+	if out := step("reply", "broker=2", "t-0 error=UNKNOWN_LEADER_EPOCH\nt-1 epoch=1 end=5"); !strings.Contains(out, "broker 2 <- Fetch t-1@5") {
+		t.Fatalf("t-1 does not fetch after reconciling:\n%s", out)
+	}
+	e.now = e.now.Add(time.Second) // t-0's backoff is over; no tick
+	out := step("reply", "broker=2", "t-1 hw=5")
+	if !strings.Contains(out, "broker 2 <- OffsetForLeaderEpoch t-0") {
+		t.Fatalf("after the Fetch answer, t-0's retry did not go next:\n%s", out)
+	}
+}
