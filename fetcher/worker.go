@@ -536,6 +536,11 @@ func (w *worker) sendAhead(ctx context.Context, ahead map[wire.TopicPartition]wi
 	if len(ahead) == 0 || w.flight != nil {
 		return
 	}
+	if at, ok := w.nextWake(); ok && !w.m.cfg.Now().Before(at) {
+		// A backoff is over (an epoch query to retry, fetcher/wake.go):
+		// it goes first, in the next send, not behind a long poll.
+		return
+	}
 	var fetches map[wire.TopicPartition]*follower.Fetch
 	for tp, p := range w.parts {
 		switch r := p.pending.(type) {
