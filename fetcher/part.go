@@ -64,6 +64,11 @@ type part struct {
 	// staleReplies counts the replies the state machine discarded, for
 	// Status.StaleReplies.
 	staleReplies int64
+	// dirty: stepped since processAll last published the partition's
+	// status. An untouched partition's status cannot have changed, and
+	// publishing thousands of idle ones after every answer was most of a
+	// worker's idle CPU.
+	dirty bool
 }
 
 // liveLog is the state machine's view of whichever log p holds.
@@ -86,6 +91,7 @@ type fetchedBatches struct {
 // only with those two, and other inputs only with ErrStopped: a stopped
 // partition takes no leader change or tick, and loses nothing by it.
 func (p *part) step(now time.Time, msg follower.Msg) bool {
+	p.dirty = true
 	err := p.sm.Step(now, msg)
 	if err == nil {
 		return true
@@ -103,6 +109,7 @@ func (p *part) step(now time.Time, msg follower.Msg) bool {
 // appended bytes and records, and whether a metadata refresh was asked for.
 func (p *part) process(cfg *Config, now time.Time) (appendedBytes, appendedRecords int64, refresh bool) {
 	if len(p.log.UnreportedLosses()) > 0 {
+		p.dirty = true
 		p.settleLosses(cfg)
 	}
 	for p.sm.HasReady() {

@@ -2,6 +2,8 @@ package fetcher
 
 import (
 	"fmt"
+	"slices"
+	"sync"
 
 	"github.com/kfollower/kfollower/follower"
 	"github.com/kfollower/kfollower/storage"
@@ -146,6 +148,64 @@ func (c *catalog) truncate(tp wire.TopicPartition, l partLog, fn func() error) e
 // again. A failed write keeps the partition held (after a truncation) or
 // the old epoch served; the next publish tries again.
 func (c *catalog) rise(s *servedEpoch, l partLog, upstream int32) error {
+	if err := s.store.Raise(c.riseTarget(s, l, upstream)); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	s.bump, s.held = false, false
+	c.mu.Unlock()
+	return nil
+}
+
+// riseAll makes the served epochs of ps that are due to rise durable
+// side by side, a bounded number at a time, before the worker publishes
+// them one by one (changed, which then finds nothing left to write). Each
+// rise is a file written and fsynced in the partition's directory; after
+// a leader move every partition of the broker rises at once, and one at a
+// time they were most of the reconciliation of thousands of partitions.
+// A rise that fails here is tried again, and logged, by changed.
+func (m *Manager) riseAll(ps []*part) {
+	type due struct {
+		s        *servedEpoch
+		l        partLog
+		upstream int32
+	}
+	var todo []due
+	m.catalog.mu.Lock()
+	for _, p := range ps {
+		if s := m.catalog.epochs[p.tp]; s != nil {
+			todo = append(todo, due{s: s, l: p.log, upstream: reconciledEpoch(p, p.sm.Status().LeaderEpoch)})
+		}
+	}
+	m.catalog.mu.Unlock()
+	todo = slices.DeleteFunc(todo, func(d due) bool { return !m.catalog.dueToRise(d.s, d.l, d.upstream) })
+	if len(todo) < 2 {
+		return // changed does it
+	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, parallelRises)
+	for _, d := range todo {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			_ = m.catalog.rise(d.s, d.l, d.upstream)
+		}()
+	}
+	wg.Wait()
+}
+
+// parallelRises bounds riseAll's writes in flight, as openParallel does
+// the opens at start-up.
+const parallelRises = 16
+
+// dueToRise reports whether rise(s, l, upstream) would write.
+func (c *catalog) dueToRise(s *servedEpoch, l partLog, upstream int32) bool {
+	return c.riseTarget(s, l, upstream) > s.store.Epoch()
+}
+
+// riseTarget is the epoch rise raises s to.
+func (c *catalog) riseTarget(s *servedEpoch, l partLog, upstream int32) int32 {
 	target := upstream
 	if latest, ok := l.LatestEpoch(); ok {
 		target = max(target, latest)
@@ -156,13 +216,7 @@ func (c *catalog) rise(s *servedEpoch, l partLog, upstream int32) error {
 	if bump {
 		target = max(target, before+1)
 	}
-	if err := s.store.Raise(target); err != nil {
-		return err
-	}
-	c.mu.Lock()
-	s.bump, s.held = false, false
-	c.mu.Unlock()
-	return nil
+	return target
 }
 
 // reconciledEpoch is leaderEpoch, the upstream epoch p's state machine

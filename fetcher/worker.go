@@ -241,12 +241,20 @@ func (w *worker) handle(o order, now time.Time) (quit bool) {
 func (w *worker) processAll(now time.Time) {
 	w.tickDue(now) // fetcher/wake.go: a backoff that ended is stepped before the next request
 	var refresh bool
+	var touched []*part
 	for _, p := range w.parts {
 		b, r, rf := p.process(&w.m.cfg, now)
 		refresh = refresh || rf
 		if b > 0 {
 			w.m.cfg.observe().Appended(w.id, p.tp, b, r)
 		}
+		if p.dirty {
+			touched = append(touched, p)
+		}
+	}
+	w.m.riseAll(touched) // served.go: the served epochs' fsyncs side by side
+	for _, p := range touched {
+		p.dirty = false
 		w.m.publish(p)
 	}
 	if refresh {
@@ -411,6 +419,7 @@ func (w *worker) receive(f *flight) (ahead map[wire.TopicPartition]wire.FetchPar
 		stats.Stale++
 		if p, ok := w.parts[tp]; ok {
 			p.staleReplies++
+			p.dirty = true
 		}
 		return true
 	}
