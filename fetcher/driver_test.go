@@ -295,7 +295,7 @@ func (e *driverEnv) handle(t *testing.T, d *datadriven.TestData) string {
 	case "corrupt":
 		e.corrupt(t, d)
 	case "maintain":
-		e.m.flushAll() // the flusher's pass, then the workers'
+		e.m.flushAll(e.ctx) // the flusher's pass, then the workers'
 		for _, w := range e.workers() {
 			w.maintain()
 		}

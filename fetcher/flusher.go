@@ -56,7 +56,7 @@ func (m *Manager) startFlusher(ctx context.Context) {
 			case <-ctx.Done():
 				return
 			case <-ticks:
-				m.flushAll()
+				m.flushAll(ctx)
 			}
 		}
 	}()
@@ -77,9 +77,10 @@ type flushable interface {
 }
 
 // flushAll fsyncs every open log with unsynced appends, in partition
-// order. A log its owner closes meanwhile answers ErrClosed, which is
-// nobody's concern: Close fsyncs.
-func (m *Manager) flushAll() {
+// order, until ctx ends (shutdown waits for it, and Close fsyncs the rest).
+// A log its owner closes meanwhile answers ErrClosed, which is nobody's
+// concern: Close fsyncs.
+func (m *Manager) flushAll(ctx context.Context) {
 	m.catalog.mu.Lock()
 	logs := make(map[wire.TopicPartition]flushable, len(m.catalog.logs))
 	for tp, l := range m.catalog.logs {
@@ -97,6 +98,9 @@ func (m *Manager) flushAll() {
 		return a.Topic < b.Topic || a.Topic == b.Topic && a.Partition < b.Partition
 	})
 	for _, tp := range tps {
+		if ctx.Err() != nil {
+			return
+		}
 		l := logs[tp]
 		before := l.DurableEnd()
 		// Nothing unsynced (or a failed log, whose owner acts on it):
