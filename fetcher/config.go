@@ -38,15 +38,18 @@ type Config struct {
 	// progress logs). None: nobody is told.
 	Observers []Observer
 	// MaintenanceInterval, if > 0, has each worker enforce local retention
-	// (Storage.RetentionBytes/RetentionAge) and, under storage.FlushInterval,
-	// flush its logs that often. Both run on the goroutine that owns the
-	// logs, because a storage.Log has one writer.
+	// (Storage.RetentionBytes/RetentionAge) that often, on the goroutine
+	// that owns the logs, because a storage.Log has one writer; under
+	// storage.FlushInterval the pass also finds a log the flusher's fsync
+	// failed. The fsyncs themselves run on the flusher, every
+	// Storage.FlushInterval, beside the workers (flusher.go).
 	MaintenanceInterval time.Duration
 	// Changed, if set, is called after anything a reader of tp's log may
 	// see has changed: an append, a flush, a truncation, retention, a
 	// hand-off, a new leader epoch, or the log stopped being served
-	// (CatalogPartition). It runs on the log owner's goroutine, so it must
-	// not block (wire/server's Server.Notify does not).
+	// (CatalogPartition). It runs on the log owner's goroutine, or on the
+	// flusher's when a flush moved DurableEnd, so it must not block
+	// (wire/server's Server.Notify does not).
 	Changed func(tp wire.TopicPartition)
 	// Logger; default slog.Default().
 	Logger *slog.Logger

@@ -6,7 +6,9 @@
 // it does is reported to Config.Observers (the Observer interface), which
 // metrics implements. The open logs are also listed read-only, for a
 // server of the copy (CatalogTopics, CatalogPartition), and Config.Changed
-// is told whenever what a reader of one may see has changed.
+// is told whenever what a reader of one may see has changed. Under
+// storage.FlushInterval one more goroutine, the flusher, fsyncs the logs
+// beside the broker goroutines, so a Fetch never waits on an fsync.
 //
 // May import: follower, storage, wire, wire/batch and franz-go (kgo, kmsg,
 // kerr), plus the standard library; never metrics, which observes it.

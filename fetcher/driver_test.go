@@ -53,7 +53,7 @@ import (
 //	disk fail=ENOSPC|EIO|none [open]   from now on every write to a log fails so (open: opening
 //	                                   one too), until fail=none
 //	disk corrupt                       the next save to lost+found finds a corrupt batch in our log
-//	maintain                           every worker's retention and flush run (Flush: interval)
+//	maintain                           the flusher's flush, then every worker's retention run (Flush: interval)
 //	corrupt T-P offset=N               flip a byte of our own batch holding N, on disk (the real
 //	                                   log, not the double)
 //	status                             every partition's published status, and /readyz's answer
@@ -146,7 +146,8 @@ func newDriverEnvAt(t *testing.T, dir string, lg *slog.Logger) *driverEnv {
 		Logger:    lg,
 		Now:       func() time.Time { return e.now },
 		Observers: []Observer{e},
-		// Flushed by the maintain command only, as under --flush interval.
+		// Flushed by the maintain command only (the flusher's pass), as
+		// under --flush interval.
 		Storage: storage.Options{Flush: storage.FlushInterval, FlushInterval: time.Hour},
 	})
 	return e
@@ -296,6 +297,7 @@ func (e *driverEnv) handle(t *testing.T, d *datadriven.TestData) string {
 	case "corrupt":
 		e.corrupt(t, d)
 	case "maintain":
+		e.m.flushAll(e.ctx) // the flusher's pass, then the workers'
 		for _, w := range e.workers() {
 			w.maintain()
 		}

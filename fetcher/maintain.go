@@ -14,14 +14,17 @@ type MaintenanceStats struct {
 	// RetentionSegments and RetentionBytes: what local retention deleted.
 	RetentionSegments int
 	RetentionBytes    int64
-	// Flushed is set when the log was flushed, taking FlushLatency.
+	// Flushed is set when the log was flushed, taking FlushLatency (the
+	// flusher's reports: flusher.go).
 	Flushed      bool
 	FlushLatency time.Duration
 	Err          error
 }
 
-// maintain enforces local retention and flushes every owned log; it runs on
-// the worker goroutine, the logs' one writer.
+// maintain enforces local retention on every owned log and, under
+// storage.FlushInterval, acts on a failed fsync of the flusher's (which
+// flushes beside the worker: flusher.go); it runs on the worker
+// goroutine, the logs' one writer.
 func (w *worker) maintain() {
 	cfg := &w.m.cfg
 	flush := cfg.Storage.Flush == storage.FlushInterval
@@ -44,23 +47,18 @@ func (w *worker) maintain() {
 					"segments", n, "bytes", st.RetentionBytes, "log_start", p.log.LogStartOffset())
 			}
 		}
-		// A flush of a log with nothing unsynced is a no-op; skipping it
-		// keeps the latencies reported those of real fsyncs.
-		if flush && p.log.DurableEnd() < p.log.LogEndOffset() {
-			t0 := cfg.Now()
-			if err := p.log.Flush(); err != nil {
-				cfg.Logger.Warn("flush failed", "partition", p.tp.String(), "err", err)
-				st.Err = err
-			} else {
-				st.Flushed, st.FlushLatency = true, cfg.Now().Sub(t0)
-			}
-		}
 		cfg.observe().Maintained(st)
-		if st.Err != nil && transientStorageError(st.Err) {
+		failed := st.Err
+		if flush && failed == nil {
+			// The flusher's fsync failed (flusher.go; it reported the
+			// error): the log refuses every call after it.
+			failed = p.log.Failed()
+		}
+		if failed != nil && transientStorageError(failed) {
 			// The log now refuses every call until it is reopened: wait
 			// for that in storage-backoff rather than fail the next
 			// append, which may be long in coming on an idle partition.
-			p.actionFailed(cfg, cfg.Now(), st.Err)
+			p.actionFailed(cfg, cfg.Now(), failed)
 		}
 		w.m.publish(p)
 	}

@@ -39,6 +39,10 @@ type Manager struct {
 	// gives (storage.Open); tests wrap the log in a failing double. Called
 	// by Run and, to reopen a log after a storage failure, by workers.
 	openLog func(dataDir, topic string, partition int32, opts storage.Options) (partLog, error)
+	// flushTicker is the flusher's clock (flusher.go); nil: a
+	// time.Ticker. flusherDone is closed when the flusher ends.
+	flushTicker flushTicker
+	flusherDone chan struct{}
 
 	// Owned by Run.
 	workers  map[int32]*worker             // by broker id: those leading a partition of ours
@@ -118,11 +122,12 @@ func newManager(cfg Config, seed requester, broker func(int32) requester) *Manag
 	}
 }
 
-// Run follows until ctx ends, then stops every worker, flushes and closes
-// every log, and returns. Metadata errors are logged and retried, never fatal.
+// Run follows until ctx ends, then stops the flusher and every worker,
+// flushes and closes every log, and returns. Metadata errors are logged and retried, never fatal.
 func (m *Manager) Run(ctx context.Context) error {
 	wctx, cancel := context.WithCancel(ctx)
 	defer m.shutdown(cancel)
+	m.startFlusher(wctx)
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
@@ -160,6 +165,7 @@ func (m *Manager) requestRefresh() {
 // is: with a worker, in a worker's mailbox, on its way back, or parked.
 func (m *Manager) shutdown(cancel context.CancelFunc) {
 	cancel()
+	m.waitFlusher() // before the logs close; Close fsyncs what it left
 	var parts []*part
 	ws := m.stopping
 	for _, w := range m.workers {

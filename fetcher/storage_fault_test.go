@@ -103,6 +103,15 @@ func (l *faultLog) Flush() error {
 	return l.partLog.Flush()
 }
 
+// Failed is the fault that failed the log, as storage.Log's: a failed
+// flush of the flusher's shows there.
+func (l *faultLog) Failed() error {
+	if l.failed != nil {
+		return l.failed
+	}
+	return l.partLog.Failed()
+}
+
 func (l *faultLog) EnforceRetention() (int, error) {
 	if err := l.write("remove"); err != nil {
 		return 0, err

@@ -21,7 +21,7 @@ import (
 //
 // Then: roll if due, write the bytes and index entries, assign each
 // batch's epoch to the cache (rewriting leader-epoch-checkpoint
-// atomically when it changes), and fsync per the flush policy.
+// atomically when it changes), and fsync under FlushEveryAppend.
 func (l *Log) Append(raw []byte) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -173,6 +173,7 @@ func (l *Log) maybeRoll(size int, hs []batch.Header) error {
 	if !due {
 		return nil
 	}
+	l.nextGen()
 	base := max(first.BaseOffset, l.leoLocked())
 	if s.empty() {
 		if s.base == base {
@@ -201,41 +202,12 @@ func (l *Log) maybeRoll(size int, hs []batch.Header) error {
 	return nil
 }
 
+// maybeFlush fsyncs before Append returns under FlushEveryAppend. Under
+// FlushInterval the owner's Flush, off the writer's goroutine, does it
+// (flush.go); under FlushOS nobody does.
 func (l *Log) maybeFlush() error {
-	switch l.opts.Flush {
-	case FlushEveryAppend:
+	if l.opts.Flush == FlushEveryAppend {
 		return l.flushLocked()
-	case FlushInterval:
-		if l.opts.Now().Sub(l.lastFlush) >= l.opts.FlushInterval {
-			return l.flushLocked()
-		}
-	}
-	return nil
-}
-
-// Flush fsyncs what was appended since the last flush.
-func (l *Log) Flush() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if err := l.usable(); err != nil {
-		return err
-	}
-	return l.flushLocked()
-}
-
-func (l *Log) flushLocked() error {
-	if l.durable == l.leoLocked() {
-		return nil
-	}
-	if err := l.active().sync(); err != nil {
-		return l.fail(fmt.Errorf("flushing %s: %w", l.tp(), err))
-	}
-	l.synced()
-	l.lastFlush = l.opts.Now()
-	if l.lastFlush.Sub(l.lastRecoveryPoint) >= time.Second {
-		if err := l.writeRecoveryPoint(l.active().recoveryPoint()); err != nil {
-			return l.fail(fmt.Errorf("flushing %s: %w", l.tp(), err))
-		}
 	}
 	return nil
 }

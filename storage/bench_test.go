@@ -43,7 +43,9 @@ func (r *fetchRun) at(base int64) []byte {
 
 // BenchmarkAppend measures Append of 1 MiB runs against a plain
 // sequential write of the same bytes to a file on the same disk
-// ("file"); the target is log/file >= 0.8 with FlushOS.
+// ("file"); the target is log/file >= 0.8 with FlushOS. Under
+// FlushInterval ("log-flush-100ms") a goroutine beside the appends
+// Flushes every 100 ms, as fetcher's flusher does.
 func BenchmarkAppend(b *testing.B) {
 	run := newFetchRun()
 	b.Run("file", func(b *testing.B) {
@@ -69,6 +71,28 @@ func BenchmarkAppend(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer l.Close()
+			if p.pol == FlushInterval {
+				// Flush on a goroutine of its own every interval, as
+				// fetcher's flusher does, beside the appends.
+				stop, done := make(chan struct{}), make(chan struct{})
+				defer func() { close(stop); <-done }()
+				go func() {
+					defer close(done)
+					t := time.NewTicker(100 * time.Millisecond)
+					defer t.Stop()
+					for {
+						select {
+						case <-stop:
+							return
+						case <-t.C:
+							if err := l.Flush(); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					}
+				}()
+			}
 			b.SetBytes(int64(len(run.raw)))
 			for i := 0; b.Loop(); i++ {
 				if err := l.Append(run.at(int64(i) * run.records)); err != nil {

@@ -45,9 +45,10 @@
 // time-index entries cover them, the max timestamp so far and its offset,
 // the segment's first timestamp, the last batch's epoch; -1 where there is
 // none). It is Kafka's recovery-point-offset-checkpoint down to the byte:
-// it is rewritten after an fsync of the active segment (by Flush or a
-// flushing Append at most once a second; always by a truncation, Open and
-// Close), never before leader-epoch-checkpoint holds the epochs of the
+// it is rewritten after an fsync of the active segment (by Flush or an
+// Append under FlushEveryAppend at most once a second, and by Flush only
+// if no roll or truncation came during its fsync; always by a truncation,
+// Open and Close), never before leader-epoch-checkpoint holds the epochs of the
 // batches it covers, and Open re-reads only the bytes after it. A point for another
 // segment (the active one rolled since), or past the file's end, is
 // ignored; with an intent present it is not trusted at all.
@@ -99,9 +100,9 @@
 // .index, .timeindex, .txnindex; write the new segment's .kfollower-txns
 // atomically; create the new files; fsync the directory); write the
 // batches, then their index entries and .txnindex entries; if an epoch starts, rewrite
-// leader-epoch-checkpoint; then fsync the active segment if the flush
-// policy says so, and rewrite the recovery point if the last one is a
-// second old. A crash between the batch write and the checkpoint is
+// leader-epoch-checkpoint; then, under FlushEveryAppend, fsync the active
+// segment and rewrite the recovery point if the last one is a second old
+// (under FlushInterval Flush does the same, without the lock: flush.go). A crash between the batch write and the checkpoint is
 // repaired by recovery (epochs newer than the checkpoint's latest are read
 // back from the active segment, as LogSegment.recover does). DurableEnd
 // (Reader) is the log end at the last fsync of the active segment.
@@ -183,7 +184,10 @@
 // # Concurrency
 //
 // One goroutine writes; readers (Read, the offset and epoch queries) may
-// run concurrently and see a consistent state under a read lock. Epochs is
+// run concurrently and see a consistent state under a read lock. Flush may
+// run on another goroutine beside the writer: it holds the lock only to
+// take the end to fsync and to record it, and records nothing if a roll or
+// truncation came during its fsync (flush.go). Epochs is
 // an immutable value, so a snapshot of the cache can be handed out freely.
 // A View takes no lock of the writer's (none is shared across processes):
 // it reads each segment no further than its size at open.

@@ -10,9 +10,9 @@ import (
 )
 
 // Log is one followed partition's local log. One goroutine writes (Append,
-// the truncations, DeleteBefore, EnforceRetention, SaveLost, Flush,
-// Close); any number may read (Read and the offset/epoch queries)
-// concurrently with it.
+// the truncations, DeleteBefore, EnforceRetention, SaveLost, Close); any
+// number may read (Read and the offset/epoch queries) concurrently with
+// it, and Flush may run on another goroutine beside the writer (flush.go).
 //
 // It satisfies Reader, and follower.LocalLog.
 type Log struct {
@@ -32,9 +32,11 @@ type Log struct {
 	topicID  TopicID
 	// durable is the log end at the last fsync of the active segment
 	// (DurableEnd); below the LEO while appended bytes are unsynced.
-	durable   int64
-	lastFlush time.Time
-	failed    error // sticky: an I/O error left disk and memory unsure
+	durable int64
+	// gen is bumped by every roll and truncation, so a Flush that fsynced
+	// without the lock records its end only if neither came between.
+	gen    uint64
+	failed error // sticky: an I/O error left disk and memory unsure
 	// pending is a truncation whose intent may be on disk although writing
 	// it failed, and rolling it back failed too: writes are refused until
 	// a truncation call rolls it back (TruncateTo).
@@ -52,6 +54,10 @@ type Log struct {
 	// flushes rewrite it at most once a second.
 	lastRecoveryPoint time.Time
 	closed            bool
+
+	// flushMu serializes Flush calls (flush.go), which hold mu only around
+	// their fsync; it is taken before mu, never while holding it.
+	flushMu sync.Mutex
 }
 
 // Open opens or creates the log of topic-partition under dataDir and
@@ -83,7 +89,6 @@ func openLog(fsys fileSystem, dataDir, topic string, partition int32, opts Optio
 		return nil, err
 	}
 	l.durable = l.leoLocked() // recoverActive fsynced the active segment
-	l.lastFlush = opts.Now()
 	return l, nil
 }
 

@@ -13,8 +13,10 @@ type FlushPolicy int
 const (
 	// FlushEveryAppend fsyncs the active segment before Append returns.
 	FlushEveryAppend FlushPolicy = iota
-	// FlushInterval fsyncs on the first Append at least FlushInterval after
-	// the previous flush; the owner may also call Flush from a timer.
+	// FlushInterval leaves the fsyncs to the owner's Flush, which may run
+	// on a goroutine of its own beside the writer (fetcher's flusher calls
+	// it every FlushInterval), so Append never waits on one; roll,
+	// truncation and Close fsync too.
 	FlushInterval
 	// FlushOS leaves it to the OS, as Kafka does by default
 	// (flush.messages = Long.MAX_VALUE); only roll, truncation and Close
@@ -43,7 +45,8 @@ type Options struct {
 	// RetentionAge: EnforceRetention deletes sealed segments whose largest
 	// timestamp is older than this. <= 0: no limit.
 	RetentionAge time.Duration
-	// Flush and FlushInterval: see FlushPolicy.
+	// Flush: see FlushPolicy. FlushInterval is how often the owner calls
+	// Flush under FlushInterval; storage itself does not read it.
 	Flush         FlushPolicy
 	FlushInterval time.Duration
 	// TopicID, when not zero, is written to partition.metadata, or checked
@@ -56,7 +59,8 @@ type Options struct {
 	Now func() time.Time
 	// OnSync, if set, is told how long each fsync took (segments,
 	// indexes, checkpoints, directories), for a latency histogram. It is
-	// called on the writer's goroutine and must not block.
+	// called on the goroutine that fsyncs (the writer's, or Flush's) and
+	// must not block.
 	OnSync func(time.Duration)
 }
 

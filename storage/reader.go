@@ -29,9 +29,10 @@ type Reader interface {
 	//
 	//   - FlushEveryAppend: Append fsyncs before it returns, so after every
 	//     successful call DurableEnd == LogEndOffset;
-	//   - FlushInterval: the log end at the last fsync: an Append at least
-	//     FlushInterval after the previous flush, Flush, a roll, a
-	//     truncation, Open or Close;
+	//   - FlushInterval: the log end at the last fsync: the end a Flush
+	//     took when it started (it fsyncs without blocking Append, so what
+	//     was appended meanwhile waits for the next), a roll, a
+	//     truncation, Open or Close; Append never fsyncs;
 	//   - FlushOS: only a roll, a truncation, Open and Close fsync, so
 	//     DurableEnd moves at those alone; what the OS writes back on its
 	//     own in between cannot be known and does not count.

@@ -70,6 +70,9 @@ type segment struct {
 	// txnLost is set by Open for a segment whose .txnindex was missing
 	// before it opened the segment's files (which creates it empty).
 	txnLost bool
+	// removed is set by remove: a Flush fsyncing the segment's files
+	// meanwhile may fail on them, and that concerns no byte of the log.
+	removed bool
 }
 
 func (s *segment) path(suffix string) string {
@@ -134,6 +137,7 @@ func (s *segment) close() error {
 // snapshot first, so that a crash leaves at worst a .log without them,
 // which Open rebuilds. The caller fsyncs the directory.
 func (s *segment) remove() error {
+	s.removed = true
 	s.close()
 	for _, suf := range []string{indexSuffix, timeIndexSuffix, txnIndexSuffix, txnStateSuffix, logSuffix} {
 		if err := s.fsys.Remove(s.path(suf)); err != nil && !errors.Is(err, os.ErrNotExist) {

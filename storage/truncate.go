@@ -158,6 +158,7 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) error {
 // §11).
 func (l *Log) runTruncation(in intent, lost Lost) error {
 	what := func(err error) error { return fmt.Errorf("truncating %s (%s): %w", l.tp(), in, err) }
+	l.nextGen()
 	if !in.full && l.durable < l.leoLocked() {
 		// With an intent on disk, recovery trusts no recovery point and
 		// re-reads the active segment whole; bytes a power loss could have

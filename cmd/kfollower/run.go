@@ -323,12 +323,10 @@ func storageOptions(cfg *config) storage.Options {
 	case "always":
 		o.Flush = storage.FlushEveryAppend
 	case "interval":
-		// The fetcher's maintenance tick flushes every --flush-interval and
-		// times each fsync (kfollower_flush_duration_seconds); storage's own
-		// flush on append, after four intervals without one, is a backstop
-		// for a worker too busy to tick.
+		// The fetcher's flusher fsyncs every --flush-interval beside the
+		// workers, off the fetch path, and times each flush
+		// (kfollower_flush_duration_seconds); Append never fsyncs.
 		o.Flush = storage.FlushInterval
-		o.FlushInterval = 4 * cfg.FlushInterval
 	default:
 		o.Flush = storage.FlushOS
 	}

@@ -1,0 +1,236 @@
+package fetcher
+
+import (
+	"context"
+	"log/slog"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/kfollower/kfollower/follower"
+	"github.com/kfollower/kfollower/storage"
+	"github.com/kfollower/kfollower/wire"
+	"github.com/kfollower/kfollower/wire/batch"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// syncCounter counts the fsyncs storage reports (Options.OnSync) by the
+// goroutine they ran on: under an Append (the worker's fetch path) or
+// under the flusher's pass.
+type syncCounter struct{ append, flusher atomic.Int64 }
+
+func (c *syncCounter) onSync(time.Duration) {
+	buf := make([]byte, 64<<10)
+	st := string(buf[:runtime.Stack(buf, false)])
+	switch {
+	case strings.Contains(st, "storage.(*Log).Append("):
+		c.append.Add(1)
+	case strings.Contains(st, "fetcher.(*Manager).flushAll("):
+		c.flusher.Add(1)
+	}
+}
+
+// ticks is a flushTicker the test drives: a send is a tick, and a second
+// send returns only once the pass of the first is over (the channel is
+// unbuffered and the flusher receives only between passes).
+func ticks() (chan time.Time, flushTicker) {
+	c := make(chan time.Time)
+	return c, func(time.Duration) (<-chan time.Time, func()) { return c, func() {} }
+}
+
+// Under FlushInterval the workers never fsync: records keep arriving while
+// the flusher's clock stands still, and DurableEnd stays put; one tick of
+// it then makes every log durable to its end, fsyncing on the flusher.
+//
+// Checked that it can fail: with Append fsyncing under FlushInterval once
+// the interval (1 ns here) has passed, as before the flusher, the appends
+// fsync.
+func TestFlusherOffTheFetchPath(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(2), kfake.SeedTopics(2, "t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	produce := func(n int) {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic("t"),
+			kgo.RecordPartitioner(kgo.ManualPartitioner()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		for i := range n {
+			if err := cl.ProduceSync(ctx, &kgo.Record{Partition: int32(i % 2), Value: []byte{byte(i)}}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	produce(20)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var syncs syncCounter
+	m, err := New(Config{
+		Client: cl, DataDir: t.TempDir(), Follow: func(topic string) bool { return topic == "t" },
+		MetadataInterval: 200 * time.Millisecond,
+		Backoff:          follower.BackoffPolicy{Base: 10 * time.Millisecond, Max: 100 * time.Millisecond},
+		Logger:           slog.New(slog.DiscardHandler),
+		Storage:          storage.Options{Flush: storage.FlushInterval, FlushInterval: time.Nanosecond, OnSync: syncs.onSync},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tick, ticker := ticks()
+	m.flushTicker = ticker
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- m.Run(rctx) }()
+	defer func() { cancel(); <-done }()
+
+	logs := func() []storage.Reader {
+		var out []storage.Reader
+		for p := range int32(2) {
+			if l, _, ok := m.CatalogPartition("t", p); ok {
+				out = append(out, l)
+			}
+		}
+		return out
+	}
+	waitEnds := func(want int64) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			var sum int64
+			ls := logs()
+			for _, l := range ls {
+				sum += l.LogEndOffset()
+			}
+			if len(ls) == 2 && sum == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("waiting for %d records copied: %d", want, sum)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	// The first appends write each log's leader-epoch-checkpoint (an
+	// fsync under Append); count from there.
+	waitEnds(20)
+	before := syncs.append.Load()
+	produce(100)
+	waitEnds(120)
+	if n := syncs.append.Load() - before; n != 0 {
+		t.Errorf("%d fsyncs under Append while 100 records were copied: the fetch path waits on them", n)
+	}
+	for _, l := range logs() {
+		if d := l.DurableEnd(); d != 0 {
+			t.Errorf("durable end %d before the flusher ticked: something else fsyncs", d)
+		}
+	}
+	tick <- time.Now()
+	tick <- time.Now() // the first pass is over
+	for p, l := range logs() {
+		if d, e := l.DurableEnd(), l.LogEndOffset(); d != e {
+			t.Errorf("t-%d: one flusher tick left the durable end at %d, the log end at %d", p, d, e)
+		}
+	}
+	if syncs.flusher.Load() == 0 {
+		t.Errorf("the flusher made no fsync")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	done <- nil
+}
+
+// changedRecorder records Config.Changed and the maintenance reports.
+type changedRecorder struct {
+	NopObserver
+	mu      sync.Mutex
+	changed []wire.TopicPartition
+	stats   []MaintenanceStats
+}
+
+func (r *changedRecorder) tell(tp wire.TopicPartition) {
+	r.mu.Lock()
+	r.changed = append(r.changed, tp)
+	r.mu.Unlock()
+}
+
+func (r *changedRecorder) Maintained(s MaintenanceStats) {
+	r.mu.Lock()
+	r.stats = append(r.stats, s)
+	r.mu.Unlock()
+}
+
+func (r *changedRecorder) take() ([]wire.TopicPartition, []MaintenanceStats) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c, s := r.changed, r.stats
+	r.changed, r.stats = nil, nil
+	return c, s
+}
+
+// The flusher flushes only the served logs with unsynced appends, tells
+// Config.Changed of each whose DurableEnd moved (a served long poll waits
+// on it) and reports the flush; a log closed by its owner is passed over;
+// it ends with its context.
+func TestFlusherChanged(t *testing.T) {
+	rec := &changedRecorder{}
+	m := newManager(Config{
+		DataDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler), Observers: []Observer{rec}, Changed: rec.tell,
+		Storage: storage.Options{Flush: storage.FlushInterval, FlushInterval: time.Hour},
+	}, nil, nil)
+	tick, ticker := ticks()
+	m.flushTicker = ticker
+	tps := []wire.TopicPartition{{Topic: "t", Partition: 0}, {Topic: "t", Partition: 1}, {Topic: "t", Partition: 2}}
+	var logs []*storage.Log
+	for _, tp := range tps {
+		l, err := storage.Open(m.cfg.DataDir, tp.Topic, tp.Partition, m.cfg.Storage)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		logs = append(logs, l)
+		m.catalog.add(tp, l)
+	}
+	for _, i := range []int{0, 2} {
+		if err := logs[i].Append(batch.BuildRun(0, 0, 2, 3)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := logs[2].Close(); err != nil { // its owner closed it: Close fsyncs
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m.startFlusher(ctx)
+	tick <- time.Now()
+	tick <- time.Now()
+	changed, stats := rec.take()
+	if !slices.Equal(changed, tps[:1]) {
+		t.Errorf("Config.Changed told of %v, want %v", changed, tps[:1])
+	}
+	if len(stats) != 1 || stats[0].TP != tps[0] || !stats[0].Flushed || stats[0].Err != nil {
+		t.Errorf("maintenance reports %+v, want one flush of %v", stats, tps[0])
+	}
+	if d, e := logs[0].DurableEnd(), logs[0].LogEndOffset(); d != e || e != 6 {
+		t.Errorf("t-0: durable end %d, log end %d; want both 6", d, e)
+	}
+	// Nothing new: the next pass flushes nothing and tells nobody.
+	tick <- time.Now()
+	tick <- time.Now()
+	if changed, stats := rec.take(); len(changed) != 0 || len(stats) != 0 {
+		t.Errorf("a pass with nothing unsynced told %v and reported %+v", changed, stats)
+	}
+	cancel()
+	m.waitFlusher()
+}

@@ -1,0 +1,130 @@
+package storage
+
+import (
+	"fmt"
+	"time"
+)
+
+// flushTarget is what Flush takes under the lock to fsync without it: the
+// active segment's files, the log end they reach, the recovery point at
+// that end, and the generation it was taken in.
+type flushTarget struct {
+	seg   *segment
+	files []file
+	end   int64
+	rp    recoveryPoint
+	gen   uint64
+}
+
+// Flush fsyncs what was appended since the last fsync and raises
+// DurableEnd to the log end it reached. Unlike every other writing call it
+// may run on any goroutine, concurrently with the writer (fetcher's
+// flusher does, so the fetch path never waits on an fsync), and it holds
+// the log's lock only to take and to record, never during the fsync:
+//
+//  1. under the lock: the active segment's files, the log end, the
+//     recovery point there, and the generation (bumped by every roll and
+//     truncation: nextGen);
+//  2. without it: fsync .log, .index and .timeindex (Appends go on
+//     meanwhile, past the taken end);
+//  3. under the lock again: if the generation is unchanged, DurableEnd
+//     rises to the taken end (never past it: bytes appended since may not
+//     be on disk) and, at most once a second, the recovery point is
+//     rewritten. If a roll or truncation came between, nothing is
+//     recorded: it fsynced and recorded its own state, and the taken end
+//     may lie past its cut.
+//
+// A failed fsync marks the log failed as a failed write does (Failed), so
+// the writer's next call returns the error; that holds even after a
+// truncation came between (the page cache of the bytes it kept cannot be
+// trusted either: an fsync error is reported to one fsync only), unless the
+// failed segment was removed meanwhile. Flush calls are serialized.
+func (l *Log) Flush() error {
+	l.flushMu.Lock()
+	defer l.flushMu.Unlock()
+	t, err := l.takeFlush()
+	if err != nil || t == nil {
+		return err
+	}
+	err = syncFiles(t.files)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err != nil {
+		if t.seg.removed || l.closed {
+			return nil // its bytes are gone, or Close synced them
+		}
+		return l.fail(fmt.Errorf("flushing %s: %w", l.tp(), err))
+	}
+	if l.closed || l.failed != nil || l.gen != t.gen {
+		return nil
+	}
+	l.raiseDurable(t.end)
+	if l.opts.Now().Sub(l.lastRecoveryPoint) >= time.Second {
+		if err := l.writeRecoveryPoint(t.rp); err != nil {
+			return l.fail(fmt.Errorf("flushing %s: %w", l.tp(), err))
+		}
+	}
+	return nil
+}
+
+// takeFlush is Flush's first step; nil when there is nothing to fsync.
+func (l *Log) takeFlush() (*flushTarget, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.usable(); err != nil {
+		return nil, err
+	}
+	if l.durable == l.leoLocked() {
+		return nil, nil
+	}
+	s := l.active()
+	return &flushTarget{seg: s, files: []file{s.log, s.idx, s.tidx}, end: l.leoLocked(), rp: s.recoveryPoint(), gen: l.gen}, nil
+}
+
+func syncFiles(fs []file) error {
+	for _, f := range fs {
+		if err := f.Sync(); err != nil {
+			return fmt.Errorf("syncing %s: %w", f.Name(), err)
+		}
+	}
+	return nil
+}
+
+// raiseDurable records that the log is durable up to end (at most the log
+// end): the transactions whose markers are now durable are stable.
+func (l *Log) raiseDurable(end int64) {
+	if end <= l.durable {
+		return
+	}
+	l.durable = end
+	kept := l.recent[:0]
+	for _, c := range l.recent {
+		if c.last >= end {
+			kept = append(kept, c)
+		}
+	}
+	l.recent = kept
+}
+
+// nextGen starts a new generation: a roll or a truncation changes the
+// active segment or cuts it, so a Flush that took its target before must
+// not record it.
+func (l *Log) nextGen() { l.gen++ }
+
+// flushLocked fsyncs the active segment holding the lock: Append under
+// FlushEveryAppend, which must return durable.
+func (l *Log) flushLocked() error {
+	if l.durable == l.leoLocked() {
+		return nil
+	}
+	if err := l.active().sync(); err != nil {
+		return l.fail(fmt.Errorf("flushing %s: %w", l.tp(), err))
+	}
+	l.synced()
+	if l.opts.Now().Sub(l.lastRecoveryPoint) >= time.Second {
+		if err := l.writeRecoveryPoint(l.active().recoveryPoint()); err != nil {
+			return l.fail(fmt.Errorf("flushing %s: %w", l.tp(), err))
+		}
+	}
+	return nil
+}
