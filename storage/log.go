@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -52,6 +53,10 @@ type Log struct {
 	// flushes rewrite it at most once a second.
 	lastRecoveryPoint time.Time
 	closed            bool
+
+	// truncations counts the truncations begun (runTruncation), for
+	// Section.Stale; read without mu.
+	truncations atomic.Uint64
 }
 
 // Open opens or creates the log of topic-partition under dataDir and
