@@ -57,6 +57,10 @@ import (
 //     entry after the bytes read, which can list more, never fewer).
 //     Under read_uncommitted it is null. PreferredReadReplica -1.
 //
+// Records (v10+) are sections of the segment files, sent without a copy
+// (doc.go, Sending records); below v10 they are read into memory, CRC
+// checked, to see their codecs.
+//
 // Not as Kafka: a partition's records may come from several segments
 // (Kafka stops at the end of one), which fills MinBytes sooner.
 
