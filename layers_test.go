@@ -71,6 +71,8 @@ var layers = []layer{
 	// Forwards the group APIs upstream for wire/server (a server.Groups).
 	{pkg: "groups", allow: []string{"std", "wire/server", "kgo", "kmsg", "kerr"}},
 	{pkg: "fetcher", allow: []string{"std", "follower", "storage", "wire", "wire/batch", "kgo", "kmsg", "kerr"}},
+	// The fetcher's catalog as the server's and the group forwarder's.
+	{pkg: "servecat", allow: []string{"std", "fetcher", "wire/server"}},
 	// The tools' requests: reads only.
 	{pkg: "cluster", allow: []string{"std", "wire", "wire/batch", "kgo", "kmsg", "kerr"}, readOnly: true},
 	// Never writes, by construction: no kmsg (it sends only cluster's and

@@ -13,6 +13,7 @@ import (
 	"github.com/kfollower/kfollower/fetcher"
 	"github.com/kfollower/kfollower/follower"
 	"github.com/kfollower/kfollower/integration/kafka"
+	"github.com/kfollower/kfollower/servecat"
 	"github.com/kfollower/kfollower/storage"
 	"github.com/kfollower/kfollower/wire"
 	"github.com/kfollower/kfollower/wire/server"
@@ -130,7 +131,7 @@ func serveCopy(ctx context.Context, b *testing.B, c *kafka.Cluster, topic string
 	if err != nil {
 		b.Fatal(err)
 	}
-	cat := benchCatalog{m}
+	cat := servecat.New(m)
 	srv, err = server.New(server.Config{Advertise: ln.Addr().String(), ClusterID: "a2ZvbGxvd2VyLWJlbmNoLg", Catalog: cat})
 	if err != nil {
 		b.Fatal(err)
@@ -170,26 +171,6 @@ func serveCopy(ctx context.Context, b *testing.B, c *kafka.Cluster, topic string
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-}
-
-// benchCatalog serves what the fetcher has open, as cmd/kfollower's
-// serveCatalog does.
-type benchCatalog struct{ m *fetcher.Manager }
-
-func (c benchCatalog) Topics() []server.Topic {
-	var out []server.Topic
-	for _, t := range c.m.CatalogTopics() {
-		out = append(out, server.Topic{Name: t.Name, ID: t.ID, Partitions: t.Partitions})
-	}
-	return out
-}
-
-func (c benchCatalog) Partition(topic string, partition int32) (server.Log, int32, bool) {
-	l, epoch, ok := c.m.CatalogPartition(topic, partition)
-	if !ok {
-		return nil, 0, false
-	}
-	return l, max(epoch, 0), true
 }
 
 // consumeFrom runs n concurrent franz-go consumers against the broker at

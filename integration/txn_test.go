@@ -14,6 +14,7 @@ import (
 
 	"github.com/kfollower/kfollower/fetcher"
 	"github.com/kfollower/kfollower/integration/kafka"
+	"github.com/kfollower/kfollower/servecat"
 	"github.com/kfollower/kfollower/storage"
 	"github.com/kfollower/kfollower/wire/batch"
 	"github.com/kfollower/kfollower/wire/server"
@@ -183,7 +184,7 @@ func newClient(t *testing.T, addr string, opts ...kgo.Opt) *kgo.Client {
 // (cmd/kfollower's --serve, in process).
 func serveCopy(t *testing.T, m *fetcher.Manager) string {
 	t.Helper()
-	srv, err := server.New(server.Config{NodeID: 0, ClusterID: "kfollower-txn-test", Catalog: managerCatalog{m}})
+	srv, err := server.New(server.Config{NodeID: 0, ClusterID: "kfollower-txn-test", Catalog: servecat.New(m)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,25 +202,6 @@ func serveCopy(t *testing.T, m *fetcher.Manager) string {
 		}
 	})
 	return ln.Addr().String()
-}
-
-// managerCatalog is cmd/kfollower's serveCatalog.
-type managerCatalog struct{ m *fetcher.Manager }
-
-func (c managerCatalog) Topics() []server.Topic {
-	var out []server.Topic
-	for _, t := range c.m.CatalogTopics() {
-		out = append(out, server.Topic{Name: t.Name, ID: t.ID, Partitions: t.Partitions})
-	}
-	return out
-}
-
-func (c managerCatalog) Partition(topic string, p int32) (server.Log, int32, bool) {
-	l, epoch, ok := c.m.CatalogPartition(topic, p)
-	if !ok {
-		return nil, 0, false
-	}
-	return l, max(epoch, 0), true
 }
 
 // committedEnd is partition 0's ListOffsets latest under read_committed:

@@ -13,8 +13,10 @@
 // goroutine appends, truncates and deletes), and one reader besides it,
 // *View (OpenReadOnly: never recovers, never writes, safe beside a running
 // writer). Both satisfy Reader, the read side a reader that must not write
-// is given: Read, the log start and end, DurableEnd, the epochs, and for
-// read_committed readers LastStableOffset and AbortedTransactions (txn.go).
+// is given: Read, ReadSection (what a Fetch answer sends: a section of a
+// segment file, unchecked and not read into memory, section.go), the log
+// start and end, DurableEnd, the epochs, and for read_committed readers
+// LastStableOffset and AbortedTransactions (txn.go).
 //
 // # On-disk format
 //
@@ -164,6 +166,8 @@
 //     batches to lost+found: no copy is left, the log is unchanged.
 //   - a bad batch in a sealed segment is otherwise found by Read, which
 //     checks the CRC of every batch it returns: *CorruptionError.
+//     ReadSection does not (Kafka's broker sends what it stored unchecked;
+//     clients check CRCs): the audit and verify tools read with Read.
 //   - missing, unreadable or non-monotonic leader-epoch-checkpoint: rebuilt
 //     from the batches' epochs with a warning; entries past the log end are
 //     cut (LogLoader's truncateFromEnd) and the start is cut to the log

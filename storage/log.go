@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -58,6 +59,10 @@ type Log struct {
 	// flushMu serializes Flush calls (flush.go), which hold mu only around
 	// their fsync; it is taken before mu, never while holding it.
 	flushMu sync.Mutex
+
+	// truncations counts the truncations begun (runTruncation), for
+	// Section.Stale; read without mu.
+	truncations atomic.Uint64
 }
 
 // Open opens or creates the log of topic-partition under dataDir and

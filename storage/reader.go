@@ -15,6 +15,11 @@ type Reader interface {
 	// LogEndOffset], and a *CorruptionError for a batch that fails its
 	// CRC: every batch returned has passed it.
 	Read(offset int64, maxBytes int) ([]byte, error)
+	// ReadSection is what a Fetch answer sends: whole batches from the one
+	// that holds offset, none at or past end, as a Section of one segment
+	// file, not read into memory and not CRC-checked (Kafka's
+	// FileRecords.slice); see Log.ReadSection.
+	ReadSection(offset int64, maxBytes int, end int64, minOne bool) (_ Section, next int64, _ error)
 	// LogStartOffset is the first offset the log holds (or would hold).
 	LogStartOffset() int64
 	// LogEndOffset is the offset after the last stored batch.

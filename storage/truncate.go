@@ -157,6 +157,9 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) error {
 // is set) is complete under its temporary name (docs/storage-format.md
 // §11).
 func (l *Log) runTruncation(in intent, lost Lost) error {
+	// Before any byte is changed or removed: a Section taken before this
+	// point is Stale from here on (section.go).
+	l.truncations.Add(1)
 	what := func(err error) error { return fmt.Errorf("truncating %s (%s): %w", l.tp(), in, err) }
 	l.nextGen()
 	if !in.full && l.durable < l.leoLocked() {

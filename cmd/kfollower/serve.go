@@ -18,6 +18,7 @@ import (
 	"github.com/kfollower/kfollower/fetcher"
 	"github.com/kfollower/kfollower/groups"
 	"github.com/kfollower/kfollower/metrics"
+	"github.com/kfollower/kfollower/servecat"
 	"github.com/kfollower/kfollower/wire"
 	"github.com/kfollower/kfollower/wire/batch"
 	"github.com/kfollower/kfollower/wire/server"
@@ -151,7 +152,7 @@ func newEndpoint(ctx context.Context, cfg *config, ln net.Listener, mgr *fetcher
 		vctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		fwd, err = groups.New(vctx, groups.Config{
 			Client:   upstream,
-			Catalog:  serveCatalog{mgr},
+			Catalog:  servecat.New(mgr),
 			Observer: metrics.NewGroups(reg),
 			Logger:   logger.With("component", "groups"),
 		})
@@ -170,7 +171,7 @@ func newEndpoint(ctx context.Context, cfg *config, ln net.Listener, mgr *fetcher
 	slogger := logger.With("component", "serve")
 	scfg := server.Config{
 		NodeID: int32(cfg.ServeNodeID), Advertise: adv, ClusterID: id,
-		Catalog: serveCatalog{mgr},
+		Catalog: servecat.New(mgr),
 		// ListOffsets by timestamp looks at the records of a compressed
 		// batch; kgo decompresses every codec a batch may carry.
 		Decompress: func(codec batch.Compression, data []byte) ([]byte, error) {
@@ -237,47 +238,6 @@ func (e *endpoint) wait() error {
 		return fmt.Errorf("serving Kafka clients on %s: %w", e.status.Address, e.err)
 	}
 	return nil
-}
-
-// serveCatalog serves what the fetcher has open.
-type serveCatalog struct{ mgr *fetcher.Manager }
-
-func (c serveCatalog) Topics() []server.Topic {
-	ts := c.mgr.CatalogTopics()
-	out := make([]server.Topic, len(ts))
-	for i, t := range ts {
-		out[i] = server.Topic{Name: t.Name, ID: t.ID, Partitions: t.Partitions}
-	}
-	return out
-}
-
-// HighWatermark is what the server serves up to (groups.Catalog).
-func (c serveCatalog) HighWatermark(topic string, partition int32) (int64, bool) {
-	l, _, ok := c.mgr.CatalogPartition(topic, partition)
-	if !ok {
-		return 0, false
-	}
-	return l.DurableEnd(), true
-}
-
-// TopicName is the served topic of an upstream topic id (groups.Catalog).
-func (c serveCatalog) TopicName(id [16]byte) (string, bool) {
-	for _, t := range c.mgr.CatalogTopics() {
-		if t.ID == id {
-			return t.Name, true
-		}
-	}
-	return "", false
-}
-
-func (c serveCatalog) Partition(topic string, partition int32) (server.Log, int32, bool) {
-	l, epoch, ok := c.mgr.CatalogPartition(topic, partition)
-	if !ok {
-		return nil, 0, false
-	}
-	// The served epoch is at least the latest upstream epoch followed;
-	// the server raises it to the log's latest itself.
-	return l, max(epoch, 0), true
 }
 
 // clusterIDName is the file in the data dir holding the served cluster's

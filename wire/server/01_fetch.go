@@ -57,6 +57,10 @@ import (
 //     entry after the bytes read, which can list more, never fewer).
 //     Under read_uncommitted it is null. PreferredReadReplica -1.
 //
+// Records (v10+) are sections of the segment files, sent without a copy
+// (doc.go, Sending records); below v10 they are read into memory, CRC
+// checked, to see their codecs.
+//
 // Not as Kafka: a partition's records may come from several segments
 // (Kafka stops at the end of one), which fills MinBytes sooner.
 
@@ -71,6 +75,9 @@ type fetchPart struct {
 	// not exist, a broker replica id): it is answered as it is, and, as in
 	// Kafka, does not end a long poll.
 	pre *kerr.Error
+	// recs are the records read (v10+), sent from the log's files
+	// (fetch_frame.go); nil when they are resp.RecordBatches.
+	recs []Section
 }
 
 func handleFetch(ctx context.Context, cc *conn, kreq kmsg.Request) (kmsg.Response, error) {
@@ -126,6 +133,10 @@ func handleFetch(ctx context.Context, cc *conn, kreq kmsg.Request) (kmsg.Respons
 		break
 	}
 	s.fillLeaders(req, resp, cc.adv)
+	cc.fetchRecs = cc.fetchRecs[:0]
+	for i := range parts {
+		cc.fetchRecs = append(cc.fetchRecs, parts[i].recs)
+	}
 	return resp, nil
 }
 
@@ -201,6 +212,7 @@ func (s *Server) readFetch(req *kmsg.FetchRequest, parts []fetchPart, maxBytes i
 			continue
 		}
 		resetPartition(p.resp, p.req.Partition)
+		p.recs = nil
 		budget := min(limit, max(0, int(p.req.PartitionMaxBytes)))
 		got, now := s.readPartition(req, p, budget, minOne)
 		urgent = urgent || now
@@ -283,7 +295,19 @@ func (s *Server) readPartition(req *kmsg.FetchRequest, p *fetchPart, limit int, 
 	if committed {
 		end = lso
 	}
-	records, next, err := readRange(l, rp.FetchOffset, end, limit, minOne)
+	var (
+		records []byte
+		secs    []Section
+		next    int64
+		err     error
+	)
+	if req.Version >= 10 {
+		secs, n, next, err = readSections(l, rp.FetchOffset, end, limit, minOne)
+	} else {
+		// Read into memory, to see the codecs.
+		records, next, err = readRange(l, rp.FetchOffset, end, limit, minOne)
+		n = len(records)
+	}
 	if err != nil {
 		if rp.FetchOffset < l.LogStartOffset() {
 			return moved(kerr.OffsetOutOfRange) // retention passed it meanwhile
@@ -298,15 +322,49 @@ func (s *Server) readPartition(req *kmsg.FetchRequest, p *fetchPart, limit int, 
 		return fail(kerr.UnsupportedCompressionType)
 	}
 	offsets()
-	if committed && len(records) > 0 {
+	if committed && n > 0 {
 		for _, a := range l.AbortedTransactions(rp.FetchOffset, next) {
 			t := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
 			t.ProducerID, t.FirstOffset = a.ProducerID, a.FirstOffset
 			r.AbortedTransactions = append(r.AbortedTransactions, t)
 		}
 	}
-	r.RecordBatches = records
-	return len(records), false
+	if records != nil {
+		r.RecordBatches = records
+	}
+	p.recs = secs
+	return n, false
+}
+
+// readSections is readRange as sections of the log's files: whole batches
+// from the one holding from, none at or past end, at most limit bytes of
+// them but the first whatever its size when minOne is set; n is their
+// size and next the offset after the last (from when none).
+func readSections(l Log, from, end int64, limit int, minOne bool) (secs []Section, n int, next int64, _ error) {
+	next = from
+	for next < end {
+		first := minOne && n == 0
+		if limit-n <= 0 && !first {
+			break
+		}
+		s, after, err := l.ReadSection(next, max(limit-n, 0), end, first)
+		if err != nil {
+			if n > 0 {
+				return secs, n, next, nil // the next fetch reports it
+			}
+			return nil, 0, from, err
+		}
+		if s == nil {
+			break
+		}
+		secs = append(secs, s)
+		n += s.Len()
+		if after <= next {
+			break
+		}
+		next = after
+	}
+	return secs, n, next, nil
 }
 
 // readRange reads whole batches from the one holding from, none at or past

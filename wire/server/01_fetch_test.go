@@ -451,10 +451,15 @@ func TestFetchLogStart(t *testing.T) {
 	}
 }
 
-// brokenLog fails every Read, as a batch that fails its CRC would.
+// brokenLog fails every read, as a batch that fails its CRC or a failed
+// disk would.
 type brokenLog struct{ Log }
 
 func (brokenLog) Read(int64, int) ([]byte, error) { return nil, fmt.Errorf("CRC mismatch") }
+
+func (brokenLog) ReadSection(offset int64, _ int, _ int64, _ bool) (Section, int64, error) {
+	return nil, offset, fmt.Errorf("reading the log failed")
+}
 
 // raceCatalog serves one partition whose log a truncation has already cut
 // when the first lookup still sees the old epoch; every later lookup sees

@@ -28,7 +28,11 @@ type conn struct {
 	host   string       // the client's IP, for ACL hosts and the per-IP limit
 	frame  bytes.Buffer // the request being read, reused
 	out    []byte       // the response being written, reused
-	groups GroupSession // this connection's group forwarding, opened on first use (groups.go)
+	fetch  fetchFrame   // the Fetch answer being written, reused
+	// fetchRecs are the records of the Fetch answer being made, by
+	// partition in answer order (handleFetch), for answer to send.
+	fetchRecs [][]Section
+	groups    GroupSession // this connection's group forwarding, opened on first use (groups.go)
 
 	// principal is who the client is: User:ANONYMOUS until a client
 	// certificate or SASL names someone.
@@ -190,15 +194,39 @@ func (cc *conn) answer(ctx context.Context, frame []byte) error {
 	if err != nil {
 		return fmt.Errorf("%s v%d (correlation id %d): %w", kmsg.NameForKey(h.key), h.version, h.correlationID, err)
 	}
-	cc.out = appendResponse(cc.out[:0], h.correlationID, resp)
-	if err := cc.write(ctx, cc.out); err != nil {
+	var size int
+	recs := cc.fetchRecs
+	cc.fetchRecs = nil
+	if f, ok := resp.(*kmsg.FetchResponse); ok && recs != nil && encodeFetch(&cc.fetch, h.correlationID, f, recs) {
+		size = cc.fetch.size
+		err = cc.writeFetch()
+		cc.fetch.reset()
+		clear(cc.fetch.pieces[:cap(cc.fetch.pieces)]) // no section outlives its answer
+		clear(cc.fetch.chunks[:cap(cc.fetch.chunks)])
+		clear(recs)
+		cc.fetchRecs = recs[:0]
+	} else {
+		if f, ok := resp.(*kmsg.FetchResponse); ok && recs != nil {
+			materialize(f, recs)
+		}
+		cc.out = appendResponse(cc.out[:0], h.correlationID, resp)
+		size = len(cc.out)
+		err = cc.write(ctx, cc.out)
+	}
+	if err != nil {
 		return fmt.Errorf("writing the answer to %s v%d: %w", kmsg.NameForKey(h.key), h.version, err)
 	}
-	cc.s.obs.Request(h.key, errorCode(resp), time.Since(start), len(cc.out))
+	cc.s.obs.Request(h.key, errorCode(resp), time.Since(start), size)
 	if cap(cc.out) > 1<<20 {
-		cc.out = nil // keep a large Fetch answer's buffer no longer than it is needed
+		cc.out = nil // keep a large answer's buffer no longer than it is needed
 	}
 	return cc.closeAfter
+}
+
+// writeFetch writes the Fetch answer in cc.fetch, within IdleTimeout.
+func (cc *conn) writeFetch() error {
+	cc.c.SetWriteDeadline(time.Now().Add(cc.s.cfg.IdleTimeout))
+	return writeFrame(cc.c, &cc.fetch)
 }
 
 // write writes one answer, within IdleTimeout. An answer that ends the

@@ -15,6 +15,19 @@
 // method that appends, truncates or deletes (TestLogIsReadOnly), so the
 // server cannot change the data it serves.
 //
+// # Sending records
+//
+// A Fetch answer's records are not read into the server: Log.ReadSection
+// gives sections of the segment files, and the answer is written as the
+// bytes this package encodes (fetch_frame.go, byte for byte kmsg's
+// encoding) with writev, and each section by its Send, which is
+// sendfile(2) on a plain TCP connection and a copy through a pooled
+// buffer on TLS, as Kafka's broker sends FileRecords (FileRecords.writeTo,
+// no CRC check on the way out). A truncation that begins while a section
+// is sent makes it Stale: the answer's last byte is held back until every
+// section is seen unchanged, and the connection is closed otherwise, so no
+// client gets a whole answer with changed bytes.
+//
 // # What it answers
 //
 // ApiVersions, Metadata, DescribeCluster, Fetch, ListOffsets and
@@ -78,7 +91,7 @@
 //
 // ListOffsets by timestamp and
 // max timestamp scan the batches from the log start (a Log has no time
-// index). No fetch sessions, sendfile, SASL re-authentication (KIP-368),
+// index). No fetch sessions, SASL re-authentication (KIP-368),
 // OAUTHBEARER or GSSAPI.
 //
 // # Concurrency

@@ -40,7 +40,8 @@ func plainData(t reflect.Type) bool {
 // read side storage documents as never writing), none is one of the
 // methods *storage.Log has beyond Reader (Append, TruncateTo, DeleteBefore,
 // Flush, Close, ...), and none returns anything that has methods of its
-// own, so no call on a Log leads to a writer.
+// own (but a Section, whose methods return only sizes, flags and errors),
+// so no call on a Log leads to a writer.
 func TestLogIsReadOnly(t *testing.T) {
 	logT := reflect.TypeFor[Log]()
 	reader := reflect.TypeFor[storage.Reader]()
@@ -53,6 +54,10 @@ func TestLogIsReadOnly(t *testing.T) {
 		for j := range m.Type.NumOut() {
 			out := m.Type.Out(j)
 			if out == reflect.TypeFor[error]() {
+				continue
+			}
+			if out == reflect.TypeFor[Section]() {
+				sectionLeadsNowhere(t, out)
 				continue
 			}
 			switch out.Kind() {
@@ -80,6 +85,22 @@ func TestLogIsReadOnly(t *testing.T) {
 	for _, must := range []string{"Append", "TruncateTo", "TruncateFullyAndStartAt", "DeleteBefore"} {
 		if !strings.Contains(strings.Join(writers, " "), must) {
 			t.Errorf("*storage.Log has no %s: the test no longer knows what a writer is (writers: %v)", must, writers)
+		}
+	}
+}
+
+// sectionLeadsNowhere checks that a Section's methods return only sizes,
+// flags and errors: a section can be sent and read, and leads to nothing
+// that writes the log.
+func sectionLeadsNowhere(t *testing.T, sec reflect.Type) {
+	for i := range sec.NumMethod() {
+		m := sec.Method(i)
+		for j := range m.Type.NumOut() {
+			switch out := m.Type.Out(j); {
+			case out == reflect.TypeFor[error](), out.Kind() == reflect.Int, out.Kind() == reflect.Bool:
+			default:
+				t.Errorf("Section.%s returns %s, which could lead past the interface", m.Name, out)
+			}
 		}
 	}
 }

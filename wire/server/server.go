@@ -27,6 +27,14 @@ type Log interface {
 	// end, and an error outside [LogStartOffset, LogEndOffset] or for a
 	// batch that fails its CRC.
 	Read(offset int64, maxBytes int) ([]byte, error)
+	// ReadSection is what Fetch sends: whole batches from the one holding
+	// offset (or the first after it), all from one segment, none with a
+	// base offset at or past end, at most maxBytes of them but the first
+	// whatever its size when minOne is set; next is the offset after the
+	// last. A nil Section when no batch fits. Not CRC-checked, as Kafka's
+	// broker does not check what it sends (FileRecords.slice): the
+	// batches were checked on append, and clients check them.
+	ReadSection(offset int64, maxBytes int, end int64, minOne bool) (_ Section, next int64, _ error)
 	// LogStartOffset is the first offset the log holds.
 	LogStartOffset() int64
 	// LogEndOffset is the offset after the last stored batch.
@@ -54,6 +62,21 @@ type Log interface {
 type AbortedTxn = struct {
 	ProducerID  int64
 	FirstOffset int64
+}
+
+// Section is a run of whole batches of a log's file, sent without being
+// read into this process where the platform allows (sendfile). It is the
+// same unnamed interface type storage.Section names, as AbortedTxn is.
+type Section = interface {
+	// Len is the section's size in bytes.
+	Len() int
+	// Send writes the bytes [from, to) of the section to w.
+	Send(w io.Writer, from, to int) error
+	// ReadAt reads bytes of the section into p from its byte off.
+	ReadAt(p []byte, off int64) (int, error)
+	// Stale reports whether the log may have changed the section's bytes
+	// since it was taken (a truncation began).
+	Stale() bool
 }
 
 // Topic is one served topic, as Metadata lists it.
