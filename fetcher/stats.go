@@ -17,8 +17,13 @@ type RequestStats struct {
 	// one ListOffsets round trip takes.
 	Key        kmsg.Key
 	Partitions int
-	Latency    time.Duration
-	Err        error // transport error, nil on a response
+	// Named is the number of partitions the request named: Partitions,
+	// but for an Incremental Fetch (KIP-227), which names only those
+	// added or changed since the session's last Fetch.
+	Named       int
+	Incremental bool
+	Latency     time.Duration
+	Err         error // transport error, nil on a response
 	// FetchedBytes and FetchedRecords count the record batches a Fetch
 	// response carried (records from the batch headers, nothing
 	// decompressed; bytes of a partial last batch included).

@@ -29,8 +29,9 @@ type worker struct {
 	rank     map[wire.TopicPartition]uint64
 	nextRank uint64
 
-	flight  *flight      // the request in the air, nil if none
-	flights chan *flight // its completion; buffered so the sender never blocks
+	flight  *flight            // the request in the air, nil if none
+	session *wire.FetchSession // KIP-227, with this broker
+	flights chan *flight       // its completion; buffered so the sender never blocks
 	done    chan struct{}
 }
 
@@ -68,6 +69,7 @@ type flight struct {
 	fetches  map[wire.TopicPartition]wire.FetchPartition
 	order    []wire.TopicPartition   // the fetches' order in the request
 	topicIDs map[string]wire.TopicID // the fetch's, to read a v13+ answer
+	session  wire.SessionFetch       // how the fetch used the session
 	sent     time.Time
 	resp     kmsg.Response
 	resp2    kmsg.Response // ListOffsets: the LATEST half
@@ -89,6 +91,7 @@ func newWorker(m *Manager, id int32) *worker {
 		orders:  newMailbox[order](),
 		parts:   map[wire.TopicPartition]*part{},
 		rank:    map[wire.TopicPartition]uint64{},
+		session: wire.NewFetchSession(!m.cfg.NoFetchSessions),
 		flights: make(chan *flight, 1),
 		done:    make(chan struct{}),
 	}
@@ -157,6 +160,7 @@ func (w *worker) land() {
 	if w.flight != nil {
 		<-w.flights
 		w.m.clearInFlight(w.id, w.flight.reqIDs)
+		w.session.Failed(w.flight.session) // its answer is dropped
 		w.flight = nil
 	}
 }
@@ -284,7 +288,8 @@ func (w *worker) send(ctx context.Context) {
 	case len(fetches) > 0:
 		f.key, f.reqIDs, f.fetches = kmsg.Fetch, requestIDs(fetches), fetchPartitions(fetches)
 		f.topicIDs, f.order = ids, w.fetchOrder(fetches)
-		reqs = []kmsg.Request{wire.FetchRequestInOrder(f.order, f.fetches, f.topicIDs, w.m.cfg.Limits)}
+		req, sf := w.session.Request(f.order, f.fetches, f.topicIDs, w.m.cfg.Limits)
+		f.session, reqs = sf, []kmsg.Request{req}
 	default:
 		return
 	}
@@ -350,7 +355,7 @@ func addTo[V any](m *map[wire.TopicPartition]V, k wire.TopicPartition, v V) {
 func (w *worker) receive(f *flight) {
 	now := w.m.cfg.Now()
 	cfg := &w.m.cfg
-	stats := RequestStats{Broker: w.id, Key: f.key, Partitions: len(f.reqIDs), Latency: now.Sub(f.sent), Err: f.err}
+	stats := RequestStats{Broker: w.id, Key: f.key, Partitions: len(f.reqIDs), Named: len(f.reqIDs), Latency: now.Sub(f.sent), Err: f.err}
 	defer func() { cfg.observe().RequestDone(stats) }()
 	step := func(tp wire.TopicPartition, msg follower.Msg) {
 		p, ok := w.parts[tp]
@@ -365,6 +370,9 @@ func (w *worker) receive(f *flight) {
 	}
 	if f.err != nil {
 		cfg.Logger.Debug("request failed", "broker", w.id, "api", f.key.Name(), "err", f.err)
+		if f.key == kmsg.Fetch {
+			w.session.Failed(f.session)
+		}
 		for tp := range f.reqIDs {
 			fail(tp, f.err)
 		}
@@ -392,7 +400,10 @@ func (w *worker) receive(f *flight) {
 		}
 		missing(miss)
 	case kmsg.Fetch:
-		answers, miss := wire.FetchReplies(f.resp.(*kmsg.FetchResponse), f.fetches, f.topicIDs)
+		// A partition an incremental response left out is answered from
+		// the session (nothing new), not missing.
+		answers, miss := w.session.Replies(f.resp.(*kmsg.FetchResponse), f.session, f.fetches, f.topicIDs)
+		stats.Incremental, stats.Named = f.session.Incremental(), f.session.Named()
 		for _, a := range answers {
 			stats.FetchedBytes += int64(len(a.Records) + a.Batches.Tail)
 			stats.FetchedRecords += a.Batches.Records
