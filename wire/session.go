@@ -14,9 +14,10 @@ import (
 // once it has, each next Fetch names only the partitions added or changed
 // since the last one, and forgets (ForgottenTopics) those no longer
 // fetched; the broker answers only the partitions with records, an error,
-// or a changed high watermark or log start (FetchSession.scala's
-// CachedPartition.maybeUpdateResponseData), so an idle broker's long poll
-// costs a few bytes instead of one entry per partition each way.
+// or a changed high watermark or log start (the broker's
+// FetchSession.CachedPartition.maybeUpdateResponseData), so an idle
+// broker's long poll costs a few bytes instead of one entry per partition
+// each way.
 //
 // Any failure (a request that got no answer, a response-level error such
 // as FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH or
