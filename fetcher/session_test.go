@@ -2,7 +2,9 @@ package fetcher
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -16,9 +18,11 @@ import (
 
 // fetchSeen is one Fetch request as kfake received it.
 type fetchSeen struct {
+	node             int32
 	sessionID, epoch int32
 	named, forgotten int
 	partitions       []int32 // named, of the one topic
+	forgot           []int32
 }
 
 // fetchLog keeps the Fetch requests a kfake cluster receives.
@@ -31,7 +35,7 @@ func (l *fetchLog) watch(c *kfake.Cluster) {
 	c.ControlKey(int16(kmsg.Fetch), func(kr kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
 		req := kr.(*kmsg.FetchRequest)
-		s := fetchSeen{sessionID: req.SessionID, epoch: req.SessionEpoch}
+		s := fetchSeen{node: c.CurrentNode(), sessionID: req.SessionID, epoch: req.SessionEpoch}
 		for _, t := range req.Topics {
 			for _, p := range t.Partitions {
 				s.named++
@@ -40,6 +44,7 @@ func (l *fetchLog) watch(c *kfake.Cluster) {
 		}
 		for _, t := range req.ForgottenTopics {
 			s.forgotten += len(t.Partitions)
+			s.forgot = append(s.forgot, t.Partitions...)
 		}
 		l.mu.Lock()
 		l.seen = append(l.seen, s)
@@ -264,4 +269,55 @@ func TestFetchSessionKfakeDisabled(t *testing.T) {
 		}
 	}
 	checkRecords(t, dir, map[int32]int64{0: 2, 1: 2, 2: 2, 3: 2})
+}
+
+// A partition handed off to another broker leaves the old broker's session
+// (ForgottenTopics) and joins the new one's (named in an incremental
+// Fetch), neither session starting over; its records keep arriving, once.
+func TestFetchSessionKfakeHandOff(t *testing.T) {
+	const parts = 4
+	c, err := kfake.NewCluster(kfake.NumBrokers(2), kfake.SeedTopics(parts, "s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var l fetchLog
+	l.watch(c)
+	all := []int32{0, 1, 2, 3}
+	produceTo(t, c, all, 5)
+	// Each broker leads a partition from the start.
+	from := c.LeaderFor("s", 0)
+	to := 1 - from // kfake numbers its brokers from 0
+	if err := c.MoveTopicPartition("s", 1, to); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	m, stop := followWithKfake(t, c, dir, false)
+	waitCopied(t, m, parts, parts*5)
+	// Both brokers' sessions are made and idle.
+	n := len(l.since(0))
+	for _, node := range []int32{from, to} {
+		waitFetches(t, &l, n, fmt.Sprintf("to broker %d naming nothing", node), func(s fetchSeen) bool { return s.node == node && s.epoch > 0 && s.named == 0 })
+	}
+	n = len(l.since(0))
+	if err := c.MoveTopicPartition("s", 0, to); err != nil {
+		t.Fatal(err)
+	}
+	waitFetches(t, &l, n, fmt.Sprintf("to broker %d forgetting 0", from), func(s fetchSeen) bool {
+		return s.node == from && s.epoch > 0 && slices.Contains(s.forgot, 0)
+	})
+	waitFetches(t, &l, n, fmt.Sprintf("to broker %d naming 0", to), func(s fetchSeen) bool {
+		return s.node == to && s.epoch > 0 && slices.Contains(s.partitions, 0)
+	})
+	produceTo(t, c, all, 2)
+	waitCopied(t, m, parts, parts*7)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range l.since(n) {
+		if s.epoch == 0 {
+			t.Fatalf("a full Fetch after the hand-off: %+v", s)
+		}
+	}
+	checkRecords(t, dir, map[int32]int64{0: 7, 1: 7, 2: 7, 3: 7})
 }
