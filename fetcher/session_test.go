@@ -59,6 +59,20 @@ func (l *fetchLog) since(n int) []fetchSeen {
 	return append([]fetchSeen(nil), l.seen[min(n, len(l.seen)):]...)
 }
 
+// sessionCluster is a kfake cluster of brokers brokers with topic "s" of
+// parts partitions, its Fetch requests logged.
+func sessionCluster(t *testing.T, brokers int, parts int32) (*kfake.Cluster, *fetchLog) {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(brokers), kfake.SeedTopics(parts, "s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	l := &fetchLog{}
+	l.watch(c)
+	return c, l
+}
+
 // followWithKfake follows topic "s" of c (one broker, parts partitions)
 // until stop is called, which returns Run's error.
 func followWithKfake(t *testing.T, c *kfake.Cluster, dir string, noSessions bool) (m *Manager, stop func() error) {
@@ -147,11 +161,12 @@ func waitFetches(t *testing.T, l *fetchLog, n int, what string, ok func(fetchSee
 	}
 }
 
-// checkRecords checks each partition's copy holds want records.
-func checkRecords(t *testing.T, dir string, want map[int32]int64) {
+// checkRecords checks that each partition's copy of topic holds the
+// records want says.
+func checkRecords(t *testing.T, dir, topic string, want map[int32]int64) {
 	t.Helper()
 	for p, n := range want {
-		l, err := storage.Open(dir, "s", p, storage.Options{})
+		l, err := storage.Open(dir, topic, p, storage.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -183,13 +198,7 @@ func checkRecords(t *testing.T, dir string, want map[int32]int64) {
 // new offset. Every record arrives once.
 func TestFetchSessionKfake(t *testing.T) {
 	const parts = 40
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(parts, "s"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	var l fetchLog
-	l.watch(c)
+	c, l := sessionCluster(t, 1, parts)
 	all := make([]int32, parts)
 	want := map[int32]int64{}
 	for i := range all {
@@ -207,9 +216,9 @@ func TestFetchSessionKfake(t *testing.T) {
 	// Idle: once the new offsets of the last records are sent, the long
 	// polls name nothing and forget nothing.
 	n := len(l.since(0))
-	n += len(waitFetches(t, &l, n, "naming nothing", func(s fetchSeen) bool { return s.named == 0 }))
-	idle := waitFetches(t, &l, n, "after catching up", func(fetchSeen) bool { return true })
-	idle = append(idle, waitFetches(t, &l, n+1, "after catching up", func(fetchSeen) bool { return true })...)
+	n += len(waitFetches(t, l, n, "naming nothing", func(s fetchSeen) bool { return s.named == 0 }))
+	idle := waitFetches(t, l, n, "after catching up", func(fetchSeen) bool { return true })
+	idle = append(idle, waitFetches(t, l, n+1, "after catching up", func(fetchSeen) bool { return true })...)
 	for _, s := range idle {
 		if s.sessionID == 0 || s.epoch <= 0 || s.named != 0 || s.forgotten != 0 {
 			t.Fatalf("idle Fetch %+v, want an incremental one naming nothing", s)
@@ -225,7 +234,7 @@ func TestFetchSessionKfake(t *testing.T) {
 	waitCopied(t, m, parts, parts*5+3)
 	// The Fetch that got the records names 7 (or none, if it was already
 	// in the air); the next names 7 alone, at its new offset.
-	moved := waitFetches(t, &l, n, "naming partition 7", func(s fetchSeen) bool { return s.named > 0 })
+	moved := waitFetches(t, l, n, "naming partition 7", func(s fetchSeen) bool { return s.named > 0 })
 	last := moved[len(moved)-1]
 	if last.epoch <= 0 || last.named != 1 || last.partitions[0] != 7 {
 		t.Fatalf("Fetch after records for partition 7: %+v, want an incremental one naming 7 alone", last)
@@ -233,7 +242,7 @@ func TestFetchSessionKfake(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	checkRecords(t, dir, want)
+	checkRecords(t, dir, "s", want)
 	var full int
 	for _, s := range l.since(0) {
 		if s.epoch == 0 {
@@ -248,18 +257,12 @@ func TestFetchSessionKfake(t *testing.T) {
 // With NoFetchSessions every Fetch is full and sessionless.
 func TestFetchSessionKfakeDisabled(t *testing.T) {
 	const parts = 4
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(parts, "s"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	var l fetchLog
-	l.watch(c)
+	c, l := sessionCluster(t, 1, parts)
 	produceTo(t, c, []int32{0, 1, 2, 3}, 2)
 	dir := t.TempDir()
 	m, stop := followWithKfake(t, c, dir, true)
 	waitCopied(t, m, parts, parts*2)
-	waitFetches(t, &l, 1, "after the first", func(fetchSeen) bool { return true })
+	waitFetches(t, l, 1, "after the first", func(fetchSeen) bool { return true })
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -268,7 +271,7 @@ func TestFetchSessionKfakeDisabled(t *testing.T) {
 			t.Fatalf("Fetch %+v, want a sessionless full one (session 0, epoch -1, %d partitions)", s, parts)
 		}
 	}
-	checkRecords(t, dir, map[int32]int64{0: 2, 1: 2, 2: 2, 3: 2})
+	checkRecords(t, dir, "s", map[int32]int64{0: 2, 1: 2, 2: 2, 3: 2})
 }
 
 // A partition handed off to another broker leaves the old broker's session
@@ -276,13 +279,7 @@ func TestFetchSessionKfakeDisabled(t *testing.T) {
 // Fetch), neither session starting over; its records keep arriving, once.
 func TestFetchSessionKfakeHandOff(t *testing.T) {
 	const parts = 4
-	c, err := kfake.NewCluster(kfake.NumBrokers(2), kfake.SeedTopics(parts, "s"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	var l fetchLog
-	l.watch(c)
+	c, l := sessionCluster(t, 2, parts)
 	all := []int32{0, 1, 2, 3}
 	produceTo(t, c, all, 5)
 	// Each broker leads a partition from the start.
@@ -297,16 +294,16 @@ func TestFetchSessionKfakeHandOff(t *testing.T) {
 	// Both brokers' sessions are made and idle.
 	n := len(l.since(0))
 	for _, node := range []int32{from, to} {
-		waitFetches(t, &l, n, fmt.Sprintf("to broker %d naming nothing", node), func(s fetchSeen) bool { return s.node == node && s.epoch > 0 && s.named == 0 })
+		waitFetches(t, l, n, fmt.Sprintf("to broker %d naming nothing", node), func(s fetchSeen) bool { return s.node == node && s.epoch > 0 && s.named == 0 })
 	}
 	n = len(l.since(0))
 	if err := c.MoveTopicPartition("s", 0, to); err != nil {
 		t.Fatal(err)
 	}
-	waitFetches(t, &l, n, fmt.Sprintf("to broker %d forgetting 0", from), func(s fetchSeen) bool {
+	waitFetches(t, l, n, fmt.Sprintf("to broker %d forgetting 0", from), func(s fetchSeen) bool {
 		return s.node == from && s.epoch > 0 && slices.Contains(s.forgot, 0)
 	})
-	waitFetches(t, &l, n, fmt.Sprintf("to broker %d naming 0", to), func(s fetchSeen) bool {
+	waitFetches(t, l, n, fmt.Sprintf("to broker %d naming 0", to), func(s fetchSeen) bool {
 		return s.node == to && s.epoch > 0 && slices.Contains(s.partitions, 0)
 	})
 	produceTo(t, c, all, 2)
@@ -319,5 +316,5 @@ func TestFetchSessionKfakeHandOff(t *testing.T) {
 			t.Fatalf("a full Fetch after the hand-off: %+v", s)
 		}
 	}
-	checkRecords(t, dir, map[int32]int64{0: 7, 1: 7, 2: 7, 3: 7})
+	checkRecords(t, dir, "s", map[int32]int64{0: 7, 1: 7, 2: 7, 3: 7})
 }
