@@ -29,10 +29,13 @@ type worker struct {
 	rank     map[wire.TopicPartition]uint64
 	nextRank uint64
 
-	flight  *flight            // the request in the air, nil if none
-	session *wire.FetchSession // KIP-227, with this broker
-	flights chan *flight       // its completion; buffered so the sender never blocks
+	flight  *flight      // the request in the air, nil if none
+	flights chan *flight // its completion; buffered so the sender never blocks
 	done    chan struct{}
+
+	// session is the KIP-227 fetch session with this broker: every Fetch
+	// is built by it, and its answer or failure is given back to it.
+	session *wire.FetchSession
 }
 
 // order is what the Manager tells a worker.
