@@ -26,6 +26,11 @@ type Config struct {
 	// DiscardOnGap mirrors Kafka when the leader's log start passed our log
 	// end: drop what we hold instead of keeping it (follower.Config).
 	DiscardOnGap bool
+	// NoFetchSessions makes every Fetch full and sessionless (SessionEpoch
+	// -1); by default each worker keeps a KIP-227 incremental fetch
+	// session with its broker where the broker grants one
+	// (wire.FetchSession).
+	NoFetchSessions bool
 	// Limits bound each Fetch; zero means wire.DefaultFetchLimits.
 	Limits wire.FetchLimits
 	// MetadataInterval is how often leaders are refreshed; default 5 s.

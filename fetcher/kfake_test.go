@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/kfollower/kfollower/follower"
-	"github.com/kfollower/kfollower/storage"
-	"github.com/kfollower/kfollower/wire/batch"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -148,28 +146,7 @@ func TestDriverErrorPathsKfake(t *testing.T) {
 		}
 	}
 	t.Logf("answers by error: %v", seen)
-	for p := range int32(4) {
-		l, err := storage.Open(dir, "t", p, storage.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var records int64
-		for off := l.LogStartOffset(); off < l.LogEndOffset(); {
-			b, err := l.Read(off, 1<<20)
-			if err != nil {
-				t.Fatal(err)
-			}
-			s := batch.NewScanner(b)
-			for s.Next() {
-				records += int64(s.Header().RecordCount)
-				off = s.Header().NextOffset()
-			}
-		}
-		l.Close()
-		if records != 600 {
-			t.Fatalf("partition %d holds %d records, want 600", p, records)
-		}
-	}
+	checkRecords(t, dir, "t", map[int32]int64{0: 600, 1: 600, 2: 600, 3: 600})
 }
 
 // recorder is an Observer for a Manager that runs its own goroutines: it

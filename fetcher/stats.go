@@ -32,6 +32,12 @@ type RequestStats struct {
 	// while the request was in the air, or no longer the request in flight
 	// for the state machine (follower.ErrStale).
 	Stale int
+	// Named is the number of partitions the request named: Partitions,
+	// but for an Incremental Fetch (KIP-227), which names only those
+	// added or changed since the session's last Fetch; the others are
+	// fetched from what the broker's session holds for them.
+	Named       int
+	Incremental bool
 }
 
 // epochResult classifies one partition of an OffsetsForLeaderEpoch reply.

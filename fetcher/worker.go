@@ -45,6 +45,10 @@ type worker struct {
 	flight  *flight      // the request in the air, nil if none; never more than one
 	flights chan *flight // its completion; buffered so the sender never blocks
 	done    chan struct{}
+
+	// session is the KIP-227 fetch session with this broker: every Fetch
+	// is built by it, and its answer or failure is given back to it.
+	session *wire.FetchSession
 }
 
 // order is what the Manager tells a worker.
@@ -85,11 +89,12 @@ type flight struct {
 	// before it (sendAhead) whose partitions bindAhead has not yet bound:
 	// until then reqIDs holds only the requests the state machines had
 	// already handed out.
-	ahead bool
-	sent  time.Time
-	resp  kmsg.Response
-	resp2 kmsg.Response // ListOffsets: the LATEST half
-	err   error
+	ahead   bool
+	session wire.SessionFetch // how the fetch used the session
+	sent    time.Time
+	resp    kmsg.Response
+	resp2   kmsg.Response // ListOffsets: the LATEST half
+	err     error
 }
 
 // idFor returns the id of tp's request in f, if f carries one.
@@ -107,6 +112,7 @@ func newWorker(m *Manager, id int32) *worker {
 		orders:  newMailbox[order](),
 		parts:   map[wire.TopicPartition]*part{},
 		rank:    map[wire.TopicPartition]uint64{},
+		session: wire.NewFetchSession(!m.cfg.NoFetchSessions),
 		flights: make(chan *flight, 1),
 		done:    make(chan struct{}),
 	}
@@ -182,6 +188,7 @@ func (w *worker) land() {
 	if w.flight != nil {
 		<-w.flights
 		w.m.clearInFlight(w.id, w.flight.reqIDs)
+		w.session.Failed(w.flight.session) // its answer is dropped
 		w.flight = nil
 	}
 }
@@ -318,7 +325,8 @@ func (w *worker) send(ctx context.Context) {
 	case len(fetches) > 0:
 		f.key, f.reqIDs, f.fetches = kmsg.Fetch, requestIDs(fetches), fetchPartitions(fetches)
 		f.topicIDs, f.order = ids, w.fetchOrder(f.fetches)
-		reqs = []kmsg.Request{wire.FetchRequestInOrder(f.order, f.fetches, f.topicIDs, w.m.cfg.Limits)}
+		req, sf := w.session.Request(f.order, f.fetches, f.topicIDs, w.m.cfg.Limits)
+		f.session, reqs = sf, []kmsg.Request{req}
 	default:
 		return
 	}
@@ -394,7 +402,7 @@ func addTo[V any](m *map[wire.TopicPartition]V, k wire.TopicPartition, v V) {
 func (w *worker) receive(f *flight) (ahead map[wire.TopicPartition]wire.FetchPartition) {
 	now := w.m.cfg.Now()
 	cfg := &w.m.cfg
-	stats := RequestStats{Broker: w.id, Key: f.key, Partitions: len(f.reqIDs), Latency: now.Sub(f.sent), Err: f.err}
+	stats := RequestStats{Broker: w.id, Key: f.key, Partitions: len(f.reqIDs), Named: len(f.reqIDs), Latency: now.Sub(f.sent), Err: f.err}
 	if f.key == kmsg.Fetch {
 		stats.Partitions = len(f.order) // with those of a Fetch ahead that none was bound to
 	}
@@ -430,6 +438,9 @@ func (w *worker) receive(f *flight) (ahead map[wire.TopicPartition]wire.FetchPar
 	}
 	if f.err != nil {
 		cfg.Logger.Debug("request failed", "broker", w.id, "api", f.key.Name(), "err", f.err)
+		if f.key == kmsg.Fetch {
+			w.session.Failed(f.session)
+		}
 		for tp := range f.reqIDs {
 			fail(tp, f.err)
 		}
@@ -460,7 +471,10 @@ func (w *worker) receive(f *flight) (ahead map[wire.TopicPartition]wire.FetchPar
 		}
 		missing(miss)
 	case kmsg.Fetch:
-		answers, miss := wire.FetchReplies(f.resp.(*kmsg.FetchResponse), f.fetches, f.topicIDs)
+		// A partition an incremental response left out is answered from
+		// the session (nothing new), not missing.
+		answers, miss := w.session.Replies(f.resp.(*kmsg.FetchResponse), f.session, f.fetches, f.topicIDs)
+		stats.Incremental, stats.Named = f.session.Incremental(), f.session.Named()
 		ahead = map[wire.TopicPartition]wire.FetchPartition{}
 		for _, a := range answers {
 			stats.FetchedBytes += int64(len(a.Records) + a.Batches.Tail)
@@ -582,7 +596,9 @@ func (w *worker) sendAhead(ctx context.Context, ahead map[wire.TopicPartition]wi
 		return
 	}
 	f.order = w.fetchOrder(f.fetches)
-	w.start(ctx, f, []kmsg.Request{wire.FetchRequestInOrder(f.order, f.fetches, f.topicIDs, w.m.cfg.Limits)})
+	req, sf := w.session.Request(f.order, f.fetches, f.topicIDs, w.m.cfg.Limits)
+	f.session = sf
+	w.start(ctx, f, []kmsg.Request{req})
 }
 
 // bindAhead binds each partition of the Fetch sent ahead, now that its

@@ -3,10 +3,11 @@
 // from small request structs of its own and reads the responses back into
 // small answer structs, so the replica id, isolation level and session
 // policy are decided in one file, requests.go, for the fetcher and audit
-// alike. A Fetch answer's record batches are framed once, there: a partial
-// last batch is dropped and records are counted from the headers. The
-// record-batch v2 format itself lives in the pure subpackage wire/batch,
-// shared with storage.
+// alike; session.go keeps a broker's KIP-227 incremental fetch session
+// (FetchSession). A Fetch answer's record batches are framed once, there:
+// a partial last batch is dropped and records are counted from the
+// headers. The record-batch v2 format itself lives in the pure subpackage
+// wire/batch, shared with storage.
 //
 // May import: the standard library, kmsg, kerr and wire/batch; never
 // follower (the fetcher maps follower's requests to and from these).

@@ -147,7 +147,8 @@ type FetchPartition struct {
 }
 
 // FetchRequest batches one broker's fetches into one sessionless request
-// (SessionID 0, SessionEpoch -1: a full fetch each time, KIP-227). ReplicaID
+// (SessionID 0, SessionEpoch -1: a full fetch each time, KIP-227;
+// FetchSession builds the incremental ones on top of it). ReplicaID
 // stays -1, a consumer: the leader serves only data up to its high watermark
 // (FetchIsolation.of), so only committed data is copied, and never counts us
 // as a replica. The isolation level is read_uncommitted, so control batches

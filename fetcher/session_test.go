@@ -1,0 +1,320 @@
+package fetcher
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kfollower/kfollower/storage"
+	"github.com/kfollower/kfollower/wire/batch"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// fetchSeen is one Fetch request as kfake received it.
+type fetchSeen struct {
+	node             int32
+	sessionID, epoch int32
+	named, forgotten int
+	partitions       []int32 // named, of the one topic
+	forgot           []int32
+}
+
+// fetchLog keeps the Fetch requests a kfake cluster receives.
+type fetchLog struct {
+	mu   sync.Mutex
+	seen []fetchSeen
+}
+
+func (l *fetchLog) watch(c *kfake.Cluster) {
+	c.ControlKey(int16(kmsg.Fetch), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		req := kr.(*kmsg.FetchRequest)
+		s := fetchSeen{node: c.CurrentNode(), sessionID: req.SessionID, epoch: req.SessionEpoch}
+		for _, t := range req.Topics {
+			for _, p := range t.Partitions {
+				s.named++
+				s.partitions = append(s.partitions, p.Partition)
+			}
+		}
+		for _, t := range req.ForgottenTopics {
+			s.forgotten += len(t.Partitions)
+			s.forgot = append(s.forgot, t.Partitions...)
+		}
+		l.mu.Lock()
+		l.seen = append(l.seen, s)
+		l.mu.Unlock()
+		return nil, nil, false // kfake answers it
+	})
+}
+
+func (l *fetchLog) since(n int) []fetchSeen {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]fetchSeen(nil), l.seen[min(n, len(l.seen)):]...)
+}
+
+// sessionCluster is a kfake cluster of brokers brokers with topic "s" of
+// parts partitions, its Fetch requests logged.
+func sessionCluster(t *testing.T, brokers int, parts int32) (*kfake.Cluster, *fetchLog) {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(brokers), kfake.SeedTopics(parts, "s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	l := &fetchLog{}
+	l.watch(c)
+	return c, l
+}
+
+// followWithKfake follows topic "s" of c (one broker, parts partitions)
+// until stop is called, which returns Run's error.
+func followWithKfake(t *testing.T, c *kfake.Cluster, dir string, noSessions bool) (m *Manager, stop func() error) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err = New(Config{
+		Client: cl, DataDir: dir, Follow: func(topic string) bool { return topic == "s" },
+		NoFetchSessions: noSessions,
+		Logger:          slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		cl.Close()
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	var once sync.Once
+	var runErr error
+	stop = func() error {
+		once.Do(func() { cancel(); runErr = <-done; cl.Close() })
+		return runErr
+	}
+	t.Cleanup(func() { stop() })
+	return m, stop
+}
+
+func produceTo(t *testing.T, c *kfake.Cluster, parts []int32, each int) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic("s"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var rs []*kgo.Record
+	for _, p := range parts {
+		for i := range each {
+			rs = append(rs, &kgo.Record{Partition: p, Value: []byte{byte(p), byte(i)}})
+		}
+	}
+	if err := cl.ProduceSync(context.Background(), rs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitCopied waits until the statuses of all parts partitions add up to
+// want records.
+func waitCopied(t *testing.T, m *Manager, parts int, want int64) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var sum int64
+		ss := m.Statuses()
+		for _, s := range ss {
+			sum += s.LogEndOffset
+		}
+		if len(ss) == parts && sum == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("want %d records copied, statuses %+v", want, ss)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// waitFetches waits for a Fetch request after the first n that ok accepts,
+// and returns the requests after the first n up to it.
+func waitFetches(t *testing.T, l *fetchLog, n int, what string, ok func(fetchSeen) bool) []fetchSeen {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		seen := l.since(n)
+		for i, s := range seen {
+			if ok(s) {
+				return seen[:i+1]
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no Fetch request %s in %d requests: %+v", what, len(seen), seen)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// checkRecords checks that each partition's copy of topic holds the
+// records want says.
+func checkRecords(t *testing.T, dir, topic string, want map[int32]int64) {
+	t.Helper()
+	for p, n := range want {
+		l, err := storage.Open(dir, topic, p, storage.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var records int64
+		for off := l.LogStartOffset(); off < l.LogEndOffset(); {
+			b, err := l.Read(off, 1<<20)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := batch.NewScanner(b)
+			for s.Next() {
+				records += int64(s.Header().RecordCount)
+				off = s.Header().NextOffset()
+			}
+		}
+		l.Close()
+		if records != n {
+			t.Errorf("partition %d holds %d records, want %d", p, records, n)
+		}
+	}
+}
+
+// Against kfake, which keeps KIP-227 sessions and leaves unchanged
+// partitions out of an incremental answer: the first Fetch is full and
+// creates a session; once caught up, each long poll names no partition
+// (the worker's 40 partitions are answered from the session, not failed as
+// missing, which would back them off), and records produced to one
+// partition bring an incremental Fetch naming that partition alone, at its
+// new offset. Every record arrives once.
+func TestFetchSessionKfake(t *testing.T) {
+	const parts = 40
+	c, l := sessionCluster(t, 1, parts)
+	all := make([]int32, parts)
+	want := map[int32]int64{}
+	for i := range all {
+		all[i] = int32(i)
+		want[int32(i)] = 5
+	}
+	produceTo(t, c, all, 5)
+
+	dir := t.TempDir()
+	m, stop := followWithKfake(t, c, dir, false)
+	waitCopied(t, m, parts, parts*5)
+	if first := l.since(0)[0]; first.sessionID != 0 || first.epoch != 0 || first.named == 0 {
+		t.Fatalf("first Fetch %+v, want a full one creating a session (session 0, epoch 0)", first)
+	}
+	// Idle: once the new offsets of the last records are sent, the long
+	// polls name nothing and forget nothing.
+	n := len(l.since(0))
+	n += len(waitFetches(t, l, n, "naming nothing", func(s fetchSeen) bool { return s.named == 0 }))
+	idle := waitFetches(t, l, n, "after catching up", func(fetchSeen) bool { return true })
+	idle = append(idle, waitFetches(t, l, n+1, "after catching up", func(fetchSeen) bool { return true })...)
+	for _, s := range idle {
+		if s.sessionID == 0 || s.epoch <= 0 || s.named != 0 || s.forgotten != 0 {
+			t.Fatalf("idle Fetch %+v, want an incremental one naming nothing", s)
+		}
+	}
+	if st := status(m, "s", 0); st.State != "fetching" {
+		t.Fatalf("a partition left out of an incremental answer is %q, want fetching", st.State)
+	}
+
+	n = len(l.since(0))
+	produceTo(t, c, []int32{7}, 3)
+	want[7] += 3
+	waitCopied(t, m, parts, parts*5+3)
+	// The Fetch that got the records names 7 (or none, if it was already
+	// in the air); the next names 7 alone, at its new offset.
+	moved := waitFetches(t, l, n, "naming partition 7", func(s fetchSeen) bool { return s.named > 0 })
+	last := moved[len(moved)-1]
+	if last.epoch <= 0 || last.named != 1 || last.partitions[0] != 7 {
+		t.Fatalf("Fetch after records for partition 7: %+v, want an incremental one naming 7 alone", last)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	checkRecords(t, dir, "s", want)
+	var full int
+	for _, s := range l.since(0) {
+		if s.epoch == 0 {
+			full++
+		}
+	}
+	if full != 1 {
+		t.Errorf("%d full Fetch requests, want 1 (the one that made the session): %+v", full, l.since(0))
+	}
+}
+
+// With NoFetchSessions every Fetch is full and sessionless.
+func TestFetchSessionKfakeDisabled(t *testing.T) {
+	const parts = 4
+	c, l := sessionCluster(t, 1, parts)
+	produceTo(t, c, []int32{0, 1, 2, 3}, 2)
+	dir := t.TempDir()
+	m, stop := followWithKfake(t, c, dir, true)
+	waitCopied(t, m, parts, parts*2)
+	waitFetches(t, l, 1, "after the first", func(fetchSeen) bool { return true })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range l.since(0) {
+		if s.sessionID != 0 || s.epoch != -1 || s.named != parts {
+			t.Fatalf("Fetch %+v, want a sessionless full one (session 0, epoch -1, %d partitions)", s, parts)
+		}
+	}
+	checkRecords(t, dir, "s", map[int32]int64{0: 2, 1: 2, 2: 2, 3: 2})
+}
+
+// A partition handed off to another broker leaves the old broker's session
+// (ForgottenTopics) and joins the new one's (named in an incremental
+// Fetch), neither session starting over; its records keep arriving, once.
+func TestFetchSessionKfakeHandOff(t *testing.T) {
+	const parts = 4
+	c, l := sessionCluster(t, 2, parts)
+	all := []int32{0, 1, 2, 3}
+	produceTo(t, c, all, 5)
+	// Each broker leads a partition from the start.
+	from := c.LeaderFor("s", 0)
+	to := 1 - from // kfake numbers its brokers from 0
+	if err := c.MoveTopicPartition("s", 1, to); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	m, stop := followWithKfake(t, c, dir, false)
+	waitCopied(t, m, parts, parts*5)
+	// Both brokers' sessions are made and idle.
+	n := len(l.since(0))
+	for _, node := range []int32{from, to} {
+		waitFetches(t, l, n, fmt.Sprintf("to broker %d naming nothing", node), func(s fetchSeen) bool { return s.node == node && s.epoch > 0 && s.named == 0 })
+	}
+	n = len(l.since(0))
+	if err := c.MoveTopicPartition("s", 0, to); err != nil {
+		t.Fatal(err)
+	}
+	waitFetches(t, l, n, fmt.Sprintf("to broker %d forgetting 0", from), func(s fetchSeen) bool {
+		return s.node == from && s.epoch > 0 && slices.Contains(s.forgot, 0)
+	})
+	waitFetches(t, l, n, fmt.Sprintf("to broker %d naming 0", to), func(s fetchSeen) bool {
+		return s.node == to && s.epoch > 0 && slices.Contains(s.partitions, 0)
+	})
+	produceTo(t, c, all, 2)
+	waitCopied(t, m, parts, parts*7)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range l.since(n) {
+		if s.epoch == 0 {
+			t.Fatalf("a full Fetch after the hand-off: %+v", s)
+		}
+	}
+	checkRecords(t, dir, "s", map[int32]int64{0: 7, 1: 7, 2: 7, 3: 7})
+}
