@@ -93,8 +93,10 @@ func (c *catalog) clear() {
 // truncation) and tells
 // Config.Changed: called by p's owner after each step that may have
 // changed what a reader of the log sees (appends, truncations, retention,
-// flushes, hand-offs all end in publish).
-func (m *Manager) changed(p *part, leaderEpoch int32) {
+// flushes, hand-offs all end in publish). It reports false when the
+// served epoch could not be made durable, to be tried again.
+func (m *Manager) changed(p *part, leaderEpoch int32) (ok bool) {
+	ok = true
 	m.catalog.mu.Lock()
 	s := m.catalog.epochs[p.tp]
 	m.catalog.mu.Unlock()
@@ -103,11 +105,13 @@ func (m *Manager) changed(p *part, leaderEpoch int32) {
 			// Served as before (or, after a truncation, not at all)
 			// until a later publish makes it durable.
 			m.cfg.Logger.Warn("persisting the served leader epoch failed; retrying", "partition", p.tp.String(), "err", err)
+			ok = false
 		}
 	}
 	if m.cfg.Changed != nil {
 		m.cfg.Changed(p.tp)
 	}
+	return ok
 }
 
 // CatalogTopics lists the followed topics whose upstream id is known, by

@@ -69,6 +69,13 @@ type part struct {
 	// publishing thousands of idle ones after every answer was most of a
 	// worker's idle CPU.
 	dirty bool
+	// lastStatus is the status publish last gave out (published: once it
+	// has). force makes the next publish go out even if the status is the
+	// same: storage actions ran (a truncation that changed nothing a
+	// status shows still holds the partition unserved until changed
+	// serves it again), or the served epoch could not be made durable.
+	lastStatus       Status
+	published, force bool
 }
 
 // liveLog is the state machine's view of whichever log p holds.
@@ -131,6 +138,9 @@ func (p *part) process(cfg *Config, now time.Time) (appendedBytes, appendedRecor
 		}
 		if done.lost != nil {
 			p.markReported(cfg, done.lost.ID)
+		}
+		if len(rd.Actions) > 0 {
+			p.force = true
 		}
 		if rd.Request != nil {
 			p.pending = rd.Request

@@ -288,6 +288,11 @@ func TestFetchSessionKfakeHandOff(t *testing.T) {
 	if err := c.MoveTopicPartition("s", 1, to); err != nil {
 		t.Fatal(err)
 	}
+	// from keeps partition 2 after 0 moves, so its worker goes on (a
+	// broker left leading nothing is not fetched from, and forgets nothing).
+	if err := c.MoveTopicPartition("s", 2, from); err != nil {
+		t.Fatal(err)
+	}
 	dir := t.TempDir()
 	m, stop := followWithKfake(t, c, dir, false)
 	waitCopied(t, m, parts, parts*5)

@@ -109,8 +109,15 @@ func (m *Manager) publish(p *part) {
 	if st.LastError != nil {
 		s.Error = st.LastError.Error()
 	}
+	if p.published && s == p.lastStatus && !p.force {
+		// Nothing a reader or /status sees has changed (an idle long
+		// poll's empty answer): at thousands of partitions the map and
+		// catalog updates of every such answer were a worker's idle CPU.
+		return
+	}
 	m.setStatus(p.tp, s)
-	m.changed(p, st.LeaderEpoch)
+	p.published, p.lastStatus = true, s
+	p.force = !m.changed(p, st.LeaderEpoch)
 }
 
 func (m *Manager) setStatus(tp wire.TopicPartition, s Status) {
