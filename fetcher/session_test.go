@@ -266,9 +266,12 @@ func TestFetchSessionKfakeDisabled(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
+	// Not every Fetch names all four partitions: those not ready to
+	// fetch (still reconciling, or waiting to be bound to a Fetch sent
+	// ahead of the appends) are left to the next one.
 	for _, s := range l.since(0) {
-		if s.sessionID != 0 || s.epoch != -1 || s.named != parts {
-			t.Fatalf("Fetch %+v, want a sessionless full one (session 0, epoch -1, %d partitions)", s, parts)
+		if s.sessionID != 0 || s.epoch != -1 || s.forgotten != 0 {
+			t.Fatalf("Fetch %+v, want a sessionless full one (session 0, epoch -1, nothing forgotten)", s)
 		}
 	}
 	checkRecords(t, dir, "s", map[int32]int64{0: 2, 1: 2, 2: 2, 3: 2})
