@@ -63,8 +63,8 @@ func followOnce(t *testing.T, bin string, env []string, n int64, args ...string)
 	t.Helper()
 	d := startDaemon(t, bin, env, append([]string{"--topics", "sec", "--data-dir", t.TempDir()}, args...)...)
 	waitStatus(t, d, "sec", 0, fmt.Sprintf("log end %d", n), func(s fetcher.Status) bool { return s.LogEndOffset == n })
-	// --flush interval (the default): the maintenance tick fsyncs what
-	// arrived within a second, and times it.
+	// --flush interval (the default): the flusher fsyncs what arrived
+	// within a second, and times it.
 	d.waitHTTP(t, "/metrics", "a timed flush", 10*time.Second, func(code int, body string) bool {
 		return code == 200 && !strings.Contains(body, "kfollower_flush_duration_seconds_count 0")
 	})
