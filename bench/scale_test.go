@@ -127,7 +127,7 @@ func benchScale(b *testing.B, partitions int, idle time.Duration) {
 	began := time.Now()
 	go func() { done <- m.Run(rctx) }()
 	defer func() { cancel(); <-done }()
-	waitScale(b, m, partitions, func(s fetcher.Status) bool { return s.State == "fetching" && s.LogEndOffset == 1 })
+	waitAll(b, m, partitions, 50*time.Millisecond, "fetching with their record", func(s fetcher.Status) bool { return s.State == "fetching" && s.LogEndOffset == 1 })
 	startup := time.Since(began)
 	first := counts.take()
 	b.Logf("start-up: %v to %d partitions fetching (goal < 10 s); first reconciliation: %s; load average %s",
@@ -191,7 +191,7 @@ func benchScale(b *testing.B, partitions int, idle time.Duration) {
 		exited = time.Since(moved)
 	}()
 	defer func() { <-stopped }()
-	waitScale(b, m, partitions, func(s fetcher.Status) bool {
+	waitAll(b, m, partitions, 50*time.Millisecond, "reconciled with their new leader", func(s fetcher.Status) bool {
 		return s.LeaderEpoch > epochs[s.Partition] && s.Leader != 1 && s.State == "fetching" && s.Reconciled
 	})
 	reconcile := time.Since(moved)
@@ -369,30 +369,6 @@ func vmRSS(b *testing.B) int64 {
 	}
 	b.Fatal("no VmRSS in /proc/self/status")
 	return 0
-}
-
-// waitScale waits until every one of n partitions meets cond. It looks
-// every 50 ms, not every millisecond as waitAll: a status copy of
-// thousands of partitions is itself work that slows what is measured (at
-// 10 ms, Manager.Statuses took a fifth of the process's CPU at 4,000
-// partitions), and the figures are seconds.
-func waitScale(b *testing.B, m *fetcher.Manager, n int, cond func(fetcher.Status) bool) {
-	deadline := time.Now().Add(5 * time.Minute)
-	for {
-		ok := 0
-		for _, s := range m.Statuses() {
-			if cond(s) {
-				ok++
-			}
-		}
-		if ok == n {
-			return
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("%d of %d partitions met the condition", ok, n)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // openFiles is the number of files this process holds open.
