@@ -506,12 +506,13 @@ func TestMutualTLS(t *testing.T) {
 			t.Errorf("%s: Metadata answered", name)
 		}
 	}
-	if got := rec.get(func(r *recorder) int { return r.bad[BadTLS] }); got < 2 {
-		t.Errorf("%d failed TLS handshakes counted, want 2 or more: %v", got, rec.bad)
-	}
-	if got := rec.get(func(r *recorder) int { return r.auth["TLS failed"] }); got == 0 {
-		t.Errorf("the unmapped subject's failure is not counted: %v", rec.auth)
-	}
+	// The server counts a failed handshake when its own side of it
+	// returns, which under TLS 1.3 can be after the client has seen the
+	// alert and moved on: wait for the counts rather than read them once.
+	waitFor(t, func() bool {
+		return rec.get(func(r *recorder) int { return r.bad[BadTLS] }) >= 2 &&
+			rec.get(func(r *recorder) int { return r.auth["TLS failed"] }) > 0
+	})
 	// A client that connects and never starts the handshake is closed at
 	// the idle timeout, not held.
 }
