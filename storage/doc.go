@@ -63,12 +63,20 @@
 // index.interval.bytes (default 4096) after the previous entry, with a time
 // entry (max timestamp so far, its offset) when that timestamp grew; when a
 // segment is sealed (roll or Close) the time index gets the segment's max
-// timestamp. Index files are never preallocated, so a sealed segment's
+// timestamp. Only a segment's .log is held open (as Kafka holds each
+// segment's FileRecords channel): index entries are kept in memory and
+// written to their files, through a descriptor opened for the write and
+// closed after it, when the segment is fsynced (Flush, seal, truncation,
+// Open, Close), never per append; so an active segment's index files lag
+// its .log by the entries since its last fsync, and a recovery point only
+// counts entries durable in them. Index files are never preallocated, so a sealed segment's
 // files are what Kafka leaves after trimToValidSize, and each offset entry
 // names the last offset of the batch at its position, which
 // DumpLogSegments --verify-index-only checks. The .txnindex holds an
 // entry per transaction an ABORT marker in the segment ends, with the last
-// stable offset the leader computed on append (txn.go); the active
+// stable offset the leader computed on append (txn.go), created on demand
+// as Kafka's TransactionIndex opens its file lazily (with its first entry,
+// or empty at seal: every sealed segment has one); the active
 // segment's is rebuilt by Open and after a truncation from its
 // .kfollower-txns and batches, a sealed one's is fsynced at seal and
 // trusted. The kfollower-* and .kfollower-txns files are
@@ -98,10 +106,11 @@
 // close, rename over <name>, fsync the directory (Kafka's CheckpointFile).
 //
 // Append: validate the whole run (nothing is written on a violation);
-// roll if due (seal the old segment: final time-index entry, fsync .log,
-// .index, .timeindex, .txnindex; write the new segment's .kfollower-txns
+// roll if due (seal the old segment: final time-index entry, write and
+// fsync .log, .index, .timeindex, .txnindex; write the new segment's .kfollower-txns
 // atomically; create the new files; fsync the directory); write the
-// batches, then their index entries and .txnindex entries; if an epoch starts, rewrite
+// batches (their index entries stay in memory until the next fsync) and
+// their .txnindex entries; if an epoch starts, rewrite
 // leader-epoch-checkpoint; then, under FlushEveryAppend, fsync the active
 // segment and rewrite the recovery point if the last one is a second old
 // (under FlushInterval Flush does the same, without the lock: flush.go). A crash between the batch write and the checkpoint is

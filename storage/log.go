@@ -296,9 +296,7 @@ func (l *Log) Close() error {
 		s := l.active()
 		rp := s.recoveryPoint()
 		s.ix.seal()
-		if werr := s.writeIndexes(); werr != nil {
-			err = werr
-		} else if serr := s.sync(); serr != nil {
+		if serr := s.sync(); serr != nil {
 			err = fmt.Errorf("closing %s: %w", l.tp(), serr)
 		} else {
 			l.synced()

@@ -291,9 +291,7 @@ func (l *Log) loadSealed(s *segment) error {
 	}
 	s.ix.seal()
 	s.sealed = true
-	if err := s.rewriteIndexes(); err != nil {
-		return err
-	}
+	s.rewriteIndexes()
 	return s.sync()
 }
 
@@ -356,22 +354,13 @@ func (l *Log) recoverActive(rp *recoveryPoint, created bool, onBatch func(batch.
 		}
 	}
 	s.sealed = false
-	if resumed {
-		// Entries up to the recovery point are in the files already:
-		// write the tail's and cut what follows (a torn tail's entries,
-		// Close's final time entry), so Open's cost follows the tail.
-		if err := s.writeIndexes(); err != nil {
-			return err
-		}
-		if err := s.idx.Truncate(int64(len(s.ix.offsets)) * offsetEntrySize); err != nil {
-			return fmt.Errorf("truncating %s: %w", s.path(indexSuffix), err)
-		}
-		if err := s.tidx.Truncate(int64(len(s.ix.times)) * timeEntrySize); err != nil {
-			return fmt.Errorf("truncating %s: %w", s.path(timeIndexSuffix), err)
-		}
-	} else if err := s.rewriteIndexes(); err != nil {
-		return err
+	if !resumed && !(created && size == 0) {
+		s.rewriteIndexes()
 	}
+	// Resumed, the entries up to the recovery point are in the files
+	// already (resume): the sync below writes the tail's and cuts what
+	// follows (a torn tail's entries, Close's final time entry), so
+	// Open's cost follows the tail.
 	if created && size == 0 {
 		// Nothing was written to the new, empty files since
 		// createSegment's directory fsync made them durable: three
