@@ -46,6 +46,35 @@ func writeFileAtomic(fsys fileSystem, dir, name string, data []byte) (err error)
 	return nil
 }
 
+// writeFileUnsynced replaces dir/name with data as writeFileAtomic does
+// but fsyncs nothing: after a crash the file may hold the old content, the
+// new one, or (the rename durable before the data) a torn one, which its
+// reader must detect.
+func writeFileUnsynced(fsys fileSystem, dir, name string, data []byte) (err error) {
+	path := filepath.Join(dir, name)
+	tmp := path + tmpSuffix
+	f, err := fsys.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	defer func() {
+		if err != nil {
+			_ = fsys.Remove(tmp)
+		}
+	}()
+	if _, err = f.Write(data); err != nil {
+		f.Close()
+		return fmt.Errorf("writing %s: %w", tmp, err)
+	}
+	if err = f.Close(); err != nil {
+		return fmt.Errorf("closing %s: %w", tmp, err)
+	}
+	if err = fsys.Rename(tmp, path); err != nil {
+		return fmt.Errorf("renaming %s: %w", tmp, err)
+	}
+	return nil
+}
+
 // removeFileSynced removes dir/name (if present) and fsyncs dir.
 func removeFileSynced(fsys fileSystem, dir, name string) error {
 	path := filepath.Join(dir, name)

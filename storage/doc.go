@@ -103,7 +103,9 @@
 //
 // Small files (checkpoint, partition.metadata, recovery point, log start,
 // intent, unreported losses, lost.json) are replaced atomically: write <name>.tmp, fsync it,
-// close, rename over <name>, fsync the directory (Kafka's CheckpointFile).
+// close, rename over <name>, fsync the directory (Kafka's CheckpointFile);
+// but leader-epoch-checkpoint rewritten by an Append: written and renamed,
+// fsynced later (below).
 //
 // Append: validate the whole run (nothing is written on a violation);
 // roll if due (seal the old segment: final time-index entry, write and
@@ -111,11 +113,20 @@
 // atomically; create the new files; fsync the directory); write the
 // batches (their index entries stay in memory until the next fsync) and
 // their .txnindex entries; if an epoch starts, rewrite
-// leader-epoch-checkpoint; then, under FlushEveryAppend, fsync the active
-// segment and rewrite the recovery point if the last one is a second old
-// (under FlushInterval Flush does the same, without the lock: flush.go). A crash between the batch write and the checkpoint is
-// repaired by recovery (epochs newer than the checkpoint's latest are read
-// back from the active segment, as LogSegment.recover does). DurableEnd
+// leader-epoch-checkpoint (tmp file, rename) without an fsync; then, under
+// FlushEveryAppend, fsync the checkpoint if an Append rewrote it (its
+// data, the directory), the active segment, and rewrite the recovery
+// point if the last one is a second old (under FlushInterval Flush does
+// the same, its fsync of the segment without the lock: flush.go). The
+// checkpoint is made durable so before every recovery point and seal,
+// which cover its batches; Kafka's LeaderEpochFileCache.assign fsyncs it
+// on append instead (CheckpointFile.write with sync; KAFKA-15046 moved
+// only the truncations' writes to a background flush). A crash before
+// that fsync leaves the old checkpoint, whose missing epochs recovery
+// reads back from the active segment past the recovery point, as
+// LogSegment.recover does, or a torn one (the rename durable, the data
+// not: empty, or no final newline), which recovery rebuilds from the
+// batches. DurableEnd
 // (Reader) is the log end at the last fsync of the active segment.
 //
 // TruncateTo(x) and TruncateFullyAndStartAt(x): 0. (TruncateTo) fsync the
@@ -177,7 +188,7 @@
 //     checks the CRC of every batch it returns: *CorruptionError.
 //     ReadSection does not (Kafka's broker sends what it stored unchecked;
 //     clients check CRCs): the audit and verify tools read with Read.
-//   - missing, unreadable or non-monotonic leader-epoch-checkpoint: rebuilt
+//   - missing, unreadable, torn (empty, no final newline) or non-monotonic leader-epoch-checkpoint: rebuilt
 //     from the batches' epochs with a warning; entries past the log end are
 //     cut (LogLoader's truncateFromEnd) and the start is cut to the log
 //     start.

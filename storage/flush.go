@@ -89,6 +89,12 @@ func (l *Log) takeFlush() (*flushTarget, error) {
 	if l.durable == l.leoLocked() {
 		return nil, nil
 	}
+	// The epochs of the batches the taken recovery point covers: durable
+	// before it is written. Under the lock (it is written by Appends), and
+	// only after an Append started an epoch.
+	if err := l.syncEpochs(); err != nil {
+		return nil, l.fail(fmt.Errorf("flushing %s: %w", l.tp(), err))
+	}
 	s := l.active()
 	opened, err := s.putIndexes(false)
 	if err != nil {
@@ -134,6 +140,9 @@ func (l *Log) nextGen() { l.gen++ }
 func (l *Log) flushLocked() error {
 	if l.durable == l.leoLocked() {
 		return nil
+	}
+	if err := l.syncEpochs(); err != nil {
+		return l.fail(fmt.Errorf("flushing %s: %w", l.tp(), err))
 	}
 	if err := l.active().sync(); err != nil {
 		return l.fail(fmt.Errorf("flushing %s: %w", l.tp(), err))

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,6 +52,10 @@ type Log struct {
 	// still unstable to a reader of the durable log.
 	txns   txnState
 	recent []completedTxn
+	// epochsUnsynced says leader-epoch-checkpoint was last written by an
+	// Append, without an fsync: syncEpochs makes it durable before any
+	// recovery point or seal can cover the batches whose epochs it holds.
+	epochsUnsynced bool
 	// lastRecoveryPoint is when kfollower-recovery-point was last written;
 	// flushes rewrite it at most once a second.
 	lastRecoveryPoint time.Time
@@ -275,7 +280,52 @@ func (l *Log) writeEpochs(c Epochs) error {
 	if err := writeFileAtomic(l.fsys, l.dir, EpochCheckpointFile, formatEpochCheckpoint(c.entries)); err != nil {
 		return fmt.Errorf("%s: %w", l.tp(), err)
 	}
-	l.epochs = c
+	l.epochs, l.epochsUnsynced = c, false
+	return nil
+}
+
+// writeEpochsUnsynced is writeEpochs on the append path: the file is
+// replaced (tmp, rename) so that readers see the new cache at once, but
+// nothing is fsynced: Kafka fsyncs in LeaderEpochFileCache.assign
+// (CheckpointFile.write with sync), which kfollower leaves to syncEpochs
+// at the log's next fsync, so an Append that starts an epoch waits on no
+// fsync. Until then a crash leaves the old cache (whose missing epochs
+// Open reads back from the batches past the recovery point, as
+// LogSegment.recover assigns them) or the new one, or, where the rename
+// reached the disk before the data, a torn file, which loadEpochs rebuilds
+// from the batches.
+func (l *Log) writeEpochsUnsynced(c Epochs) error {
+	if err := writeFileUnsynced(l.fsys, l.dir, EpochCheckpointFile, formatEpochCheckpoint(c.entries)); err != nil {
+		return fmt.Errorf("%s: %w", l.tp(), err)
+	}
+	l.epochs, l.epochsUnsynced = c, true
+	return nil
+}
+
+// syncEpochs makes an unsynced leader-epoch-checkpoint durable (its data,
+// then the directory for its rename): before a recovery point is written
+// (Open then reads no epoch back from the batches before it) and before a
+// seal (Open reads no epoch back from a sealed segment).
+func (l *Log) syncEpochs() error {
+	if !l.epochsUnsynced {
+		return nil
+	}
+	path := filepath.Join(l.dir, EpochCheckpointFile)
+	f, err := l.fsys.OpenFile(path, os.O_RDONLY, 0)
+	if err != nil {
+		return fmt.Errorf("%s: syncing %s: %w", l.tp(), path, err)
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = l.fsys.SyncDir(l.dir)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: syncing %s: %w", l.tp(), path, err)
+	}
+	l.epochsUnsynced = false
 	return nil
 }
 
@@ -296,7 +346,9 @@ func (l *Log) Close() error {
 		s := l.active()
 		rp := s.recoveryPoint()
 		s.ix.seal()
-		if serr := s.sync(); serr != nil {
+		if eerr := l.syncEpochs(); eerr != nil {
+			err = eerr
+		} else if serr := s.sync(); serr != nil {
 			err = fmt.Errorf("closing %s: %w", l.tp(), serr)
 		} else {
 			l.synced()

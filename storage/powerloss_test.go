@@ -52,7 +52,10 @@ import (
 // after the temporary event directory is complete, an intent can outlive
 // its event ("lost+found event ... is missing"); without the fsync of a
 // cut segment in truncateSegments, truncated batches come back; without
-// writeFileAtomic's directory fsync, lost.json vanishes; with Open writing
+// writeFileAtomic's directory fsync, lost.json vanishes; without
+// loadEpochs refusing an empty or unterminated leader-epoch-checkpoint
+// (an Append's unsynced rewrite whose rename reached the disk before its
+// data), seeds 2 and 3 fail ("epoch cache [], batches give ..."); with Open writing
 // the recovery point before the checkpoint, a crash during recovery loses
 // an epoch; without tornFrom, a torn image is refused as corruption.
 const powerLossSeedEnv = "KFOLLOWER_POWERLOSS_SEED"

@@ -206,6 +206,9 @@ func (l *Log) recover() error {
 	if err := l.recoverEpochs(tail); err != nil {
 		return err
 	}
+	if err := l.syncEpochs(); err != nil {
+		return err
+	}
 	// Only now: a recovery point covering the tail before its epochs were
 	// in the checkpoint would let a crash here drop them, since the next
 	// Open reads no epochs back from before the point.
@@ -427,11 +430,13 @@ func (l *Log) recoverEpochs(tail []batch.Header) error {
 		l.lg.Warn("rebuilding leader-epoch-checkpoint from the batches", "reason", rebuilt)
 	}
 	if !bytes.Equal(data, formatEpochCheckpoint(cache.entries)) || rebuilt != "" {
-		if err := l.writeEpochs(cache); err != nil {
-			return err
-		}
+		return l.writeEpochs(cache)
 	}
-	l.epochs = cache
+	// The file as read may be an unsynced write of the process before
+	// (writeEpochsUnsynced) still in the page cache: the recovery point
+	// recover writes next covers the tail, so make the file durable first.
+	// Without a tail the point covers nothing new.
+	l.epochs, l.epochsUnsynced = cache, len(tail) > 0
 	return nil
 }
 
@@ -451,6 +456,12 @@ func loadEpochs(fsys fileSystem, dir string, id ident, segs []*segment, tail []b
 		rebuilt = "missing"
 	case err != nil:
 		return Epochs{}, nil, "", fmt.Errorf("reading %s: %w", path, err)
+	case len(data) == 0 || data[len(data)-1] != '\n':
+		// Never written so (every line ends with a newline, an empty
+		// cache is "0\n0\n"): an Append's unsynced rewrite whose rename
+		// reached the disk before its data (writeEpochsUnsynced). Parsed,
+		// a prefix could pass for a smaller cache.
+		rebuilt = "torn (empty, or no final newline)"
 	default:
 		entries, perr := ParseEpochCheckpoint(data)
 		if perr == nil {
