@@ -36,6 +36,10 @@ func (l *Log) Append(raw []byte) error {
 		return err
 	}
 	first, last := hs[0], hs[len(hs)-1]
+	// Before the first byte of a log opened empty is written.
+	if err := l.settle(); err != nil {
+		return l.fail(fmt.Errorf("appending to %s: %w", l.tp(), err))
+	}
 	if restart {
 		if err := l.runTruncation(intent{full: true, offset: first.BaseOffset}, Lost{}); err != nil {
 			return err

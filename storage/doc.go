@@ -159,6 +159,16 @@
 // MarkReported: a loss is reported at least once, and a report repeated
 // after a crash carries the same Lost.ID.
 //
+// Open of an empty log (no .log byte, no intent) makes no fsync: a crash
+// can only take an empty log, which the next Open creates again, and its
+// durable end is its start. partition.metadata is written unsynced if
+// missing, and the directory entries are left to settle, which the first
+// Append (before its first byte) and a truncation call first: it fsyncs
+// partition.metadata, writes and fsyncs the active segment's
+// .kfollower-txns and the recovery point under tmp names and renames them,
+// then fsyncs the partition directory, the data directory and any other
+// parent Open created. Close of an unsettled log fsyncs nothing.
+//
 // DeleteBefore(x): write the log start file, cut the epoch cache from the
 // start and rewrite the checkpoint, then delete whole segments below x; a
 // crash in between leaves segments that Open deletes.
@@ -192,6 +202,8 @@
 //     from the batches' epochs with a warning; entries past the log end are
 //     cut (LogLoader's truncateFromEnd) and the start is cut to the log
 //     start.
+//   - an unparseable partition.metadata beside an empty log: rewritten with
+//     a warning (torn before the log settled); anywhere else it fails Open.
 //   - a truncation intent: finished, with its lost+found event put in place
 //     and listed as unreported; an unreadable one, or one whose event is
 //     gone: Open fails.

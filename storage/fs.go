@@ -74,6 +74,23 @@ func (f osFile) Sync() error { return fdatasync(f.File) }
 // Only a directory that does not exist is missing: any other Stat error is
 // returned.
 func mkdirAllSynced(fsys fileSystem, dir string) error {
+	parents, err := mkdirAll(fsys, dir)
+	if err != nil {
+		return err
+	}
+	for _, p := range parents {
+		if err := fsys.SyncDir(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// mkdirAll creates dir and its missing parents and returns the
+// directories whose entry lists changed (the parents of those created,
+// deepest first), which the caller fsyncs (mkdirAllSynced), now or when
+// the new directory must first survive a crash (Log.settle).
+func mkdirAll(fsys fileSystem, dir string) ([]string, error) {
 	var created []string
 	for d := dir; ; d = filepath.Dir(d) {
 		_, err := fsys.Stat(d)
@@ -81,7 +98,7 @@ func mkdirAllSynced(fsys fileSystem, dir string) error {
 			break
 		}
 		if !isNotExist(err) {
-			return err
+			return nil, err
 		}
 		created = append(created, d)
 		if filepath.Dir(d) == d {
@@ -89,14 +106,13 @@ func mkdirAllSynced(fsys fileSystem, dir string) error {
 		}
 	}
 	if err := fsys.MkdirAll(dir); err != nil {
-		return err
+		return nil, err
 	}
+	parents := make([]string, 0, len(created))
 	for _, d := range created {
-		if err := fsys.SyncDir(filepath.Dir(d)); err != nil {
-			return err
-		}
+		parents = append(parents, filepath.Dir(d))
 	}
-	return nil
+	return parents, nil
 }
 
 // timedFS reports how long every fsync takes (files and directories), for

@@ -56,6 +56,15 @@ type Log struct {
 	// Append, without an fsync: syncEpochs makes it durable before any
 	// recovery point or seal can cover the batches whose epochs it holds.
 	epochsUnsynced bool
+	// unsettled says the log was empty when opened and nothing of it has
+	// been made durable since (settle): Open of an empty log makes no
+	// fsync, since an empty log a crash takes is just created again.
+	// unsyncedDirs are the directories whose new entries (the partition
+	// directory's own) settle fsyncs; metaUnsynced says partition.metadata
+	// was written unsynced.
+	unsettled    bool
+	unsyncedDirs []string
+	metaUnsynced bool
 	// lastRecoveryPoint is when kfollower-recovery-point was last written;
 	// flushes rewrite it at most once a second.
 	lastRecoveryPoint time.Time
@@ -203,10 +212,63 @@ func (l *Log) setTopicIDLocked(id TopicID) error {
 	if l.topicID != (TopicID{}) {
 		return fmt.Errorf("%s: topic id %s does not match partition.metadata's %s", l.tp(), id, l.topicID)
 	}
+	if l.unsettled {
+		// Visible to readers now, durable by settle, before any batch is
+		// written; torn by a crash before that, it guarded nothing
+		// (loadTopicID).
+		if err := writeFileUnsynced(l.fsys, l.dir, PartitionMetadataFile, formatPartitionMetadata(id)); err != nil {
+			return err
+		}
+		l.topicID, l.metaUnsynced = id, true
+		return nil
+	}
 	if err := writeFileAtomic(l.fsys, l.dir, PartitionMetadataFile, formatPartitionMetadata(id)); err != nil {
 		return err
 	}
 	l.topicID = id
+	return nil
+}
+
+// settle makes an unsettled log durable, before its first batch is
+// written or anything is declared durable (the first Append, a
+// truncation): partition.metadata (if written unsynced), the active
+// segment's .kfollower-txns and the recovery point (each written and
+// fsynced under a tmp name, then renamed), one fsync of the partition
+// directory for all of them and the segment's files, then the fsync of
+// each parent whose entry list Open changed (the data directory for a new
+// partition directory). Five fsyncs for a new log, where Open made eleven.
+// The recovery point matters before the first byte: past it a torn tail
+// is cut, never taken for corruption (tornFrom).
+func (l *Log) settle() error {
+	if !l.unsettled {
+		return nil
+	}
+	// Written unsynced by this Open or by an earlier one of the empty log.
+	if l.metaUnsynced || l.topicID != (TopicID{}) {
+		if err := syncByName(l.fsys, filepath.Join(l.dir, PartitionMetadataFile)); err != nil {
+			return fmt.Errorf("%s: %w", l.tp(), err)
+		}
+	}
+	s := l.active()
+	var files []namedData
+	if _, have, err := readTxnState(l.fsys, l.dir, s.base); err != nil {
+		return err
+	} else if !have {
+		files = append(files, namedData{segmentName(s.base, txnStateSuffix), formatTxnState(l.txns)})
+	}
+	files = append(files, namedData{recoveryPointName, formatRecoveryPoint(s.recoveryPoint())})
+	for _, f := range files {
+		if err := writeFileRenamed(l.fsys, l.dir, f.name, f.data); err != nil {
+			return fmt.Errorf("%s: %w", l.tp(), err)
+		}
+	}
+	for _, d := range append([]string{l.dir}, l.unsyncedDirs...) {
+		if err := l.fsys.SyncDir(d); err != nil {
+			return fmt.Errorf("%s: syncing directory %s: %w", l.tp(), d, err)
+		}
+	}
+	l.lastRecoveryPoint = l.opts.Now()
+	l.unsettled, l.unsyncedDirs, l.metaUnsynced = false, nil, false
 	return nil
 }
 
@@ -311,19 +373,11 @@ func (l *Log) syncEpochs() error {
 		return nil
 	}
 	path := filepath.Join(l.dir, EpochCheckpointFile)
-	f, err := l.fsys.OpenFile(path, os.O_RDONLY, 0)
-	if err != nil {
-		return fmt.Errorf("%s: syncing %s: %w", l.tp(), path, err)
+	if err := syncByName(l.fsys, path); err != nil {
+		return fmt.Errorf("%s: %w", l.tp(), err)
 	}
-	err = f.Sync()
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = l.fsys.SyncDir(l.dir)
-	}
-	if err != nil {
-		return fmt.Errorf("%s: syncing %s: %w", l.tp(), path, err)
+	if err := l.fsys.SyncDir(l.dir); err != nil {
+		return fmt.Errorf("%s: syncing directory %s: %w", l.tp(), l.dir, err)
 	}
 	l.epochsUnsynced = false
 	return nil
@@ -339,7 +393,9 @@ func (l *Log) Close() error {
 	}
 	l.closed = true
 	var err error
-	if l.failed == nil && len(l.segs) > 0 {
+	// An unsettled log is empty: nothing to make durable, and its next
+	// Open is as cheap.
+	if l.failed == nil && len(l.segs) > 0 && !l.unsettled {
 		// The recovery point keeps the index counts from before the
 		// close-time time entry, so a reopened segment indexes on exactly
 		// as a rebuild from its .log would.

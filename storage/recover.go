@@ -45,7 +45,10 @@ import (
 //     the open transactions from its snapshot and batches;
 //  9. list the intent's loss as unreported, then remove the intent file.
 func (l *Log) recover() error {
-	if err := mkdirAllSynced(l.fsys, l.dir); err != nil {
+	// The new directories' entries are fsynced now, or by settle when the
+	// log is empty.
+	parents, err := mkdirAll(l.fsys, l.dir)
+	if err != nil {
 		return fmt.Errorf("creating %s: %w", l.dir, err)
 	}
 	ents, err := l.fsys.ReadDir(l.dir)
@@ -56,6 +59,7 @@ func (l *Log) recover() error {
 	logs := map[int64]bool{}
 	txnIndexes := map[int64]bool{}
 	var indexes []string
+	empty := true // no .log holds a byte
 	for _, e := range ents {
 		name := e.Name()
 		if digits, ok := strings.CutSuffix(name, txnIndexSuffix); ok {
@@ -75,6 +79,9 @@ func (l *Log) recover() error {
 			if b, ok := parseSegmentName(name); ok {
 				bases = append(bases, b)
 				logs[b] = true
+				if info, err := e.Info(); err != nil || info.Size() > 0 {
+					empty = false
+				}
 			}
 		}
 	}
@@ -87,11 +94,30 @@ func (l *Log) recover() error {
 	}
 	slices.Sort(bases)
 
-	if err := l.loadTopicID(); err != nil {
-		return err
-	}
 	in, haveIntent, err := l.readIntent()
 	if err != nil {
+		return err
+	}
+	// An empty log is opened without an fsync (settle makes it durable
+	// before its first batch): a crash can only take an empty log, which
+	// the next Open creates again. The parents of the directories created
+	// are fsynced by settle, and the data directory always (an earlier
+	// Open of the empty log may have created the partition directory and
+	// never settled).
+	if empty && !haveIntent {
+		l.unsettled = true
+		l.unsyncedDirs = parents
+		if dd := filepath.Dir(l.dir); !slices.Contains(parents, dd) {
+			l.unsyncedDirs = append(l.unsyncedDirs, dd)
+		}
+	} else {
+		for _, p := range parents {
+			if err := l.fsys.SyncDir(p); err != nil {
+				return fmt.Errorf("creating %s: syncing %s: %w", l.dir, p, err)
+			}
+		}
+	}
+	if err := l.loadTopicID(); err != nil {
 		return err
 	}
 	if haveIntent && in.lost != "" {
@@ -180,7 +206,15 @@ func (l *Log) recover() error {
 
 	created := false
 	if len(l.segs) == 0 {
-		s, err := l.createSegment(max(logStart, 0))
+		var s *segment
+		var err error
+		if l.unsettled {
+			// Its snapshot (no transaction open) and its directory
+			// entries come with settle.
+			s, err = createSegment(l.fsys, l.dir, max(logStart, 0), l.opts.IndexIntervalBytes, l.opts.Now(), false)
+		} else {
+			s, err = l.createSegment(max(logStart, 0))
+		}
 		if err != nil {
 			return err
 		}
@@ -211,9 +245,12 @@ func (l *Log) recover() error {
 	}
 	// Only now: a recovery point covering the tail before its epochs were
 	// in the checkpoint would let a crash here drop them, since the next
-	// Open reads no epochs back from before the point.
-	if err := l.writeRecoveryPoint(l.active().recoveryPoint()); err != nil {
-		return err
+	// Open reads no epochs back from before the point. An unsettled log's
+	// comes with settle.
+	if !l.unsettled {
+		if err := l.writeRecoveryPoint(l.active().recoveryPoint()); err != nil {
+			return err
+		}
 	}
 	if err := l.deleteSegmentsBelowStart(); err != nil {
 		return fmt.Errorf("deleting segments of %s below %d: %w", l.tp(), l.logStart, err)
@@ -267,6 +304,12 @@ func (l *Log) loadTopicID() error {
 		return fmt.Errorf("reading %s: %w", path, err)
 	default:
 		id, err := ParsePartitionMetadata(data)
+		if err != nil && l.unsettled {
+			// Written unsynced beside an empty log (setTopicIDLocked) and
+			// torn by a crash: it guarded no batch.
+			l.lg.Warn("rewriting a torn partition.metadata beside an empty log", "err", err)
+			break
+		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
@@ -364,11 +407,10 @@ func (l *Log) recoverActive(rp *recoveryPoint, created bool, onBatch func(batch.
 	// already (resume): the sync below writes the tail's and cuts what
 	// follows (a torn tail's entries, Close's final time entry), so
 	// Open's cost follows the tail.
-	if created && size == 0 {
-		// Nothing was written to the new, empty files since
-		// createSegment's directory fsync made them durable: three
-		// fsyncs that would change nothing, per partition of a first
-		// start-up with thousands (11 fsyncs opened a new log).
+	if (created || l.unsettled) && size == 0 {
+		// Nothing to make durable in empty files: createSegment's
+		// directory fsync made new ones durable, settle makes an
+		// unsettled log's.
 		return nil
 	}
 	// Durable now; the recovery point is written by recover once the
@@ -428,6 +470,12 @@ func (l *Log) recoverEpochs(tail []batch.Header) error {
 	}
 	if rebuilt != "" && (rebuilt != "missing" || l.leoLocked() > l.segs[0].base) {
 		l.lg.Warn("rebuilding leader-epoch-checkpoint from the batches", "reason", rebuilt)
+	}
+	if rebuilt == "missing" && cache.Len() == 0 {
+		// No file is no epoch: nothing to write (a new log's first
+		// append writes it).
+		l.epochs = cache
+		return nil
 	}
 	if !bytes.Equal(data, formatEpochCheckpoint(cache.entries)) || rebuilt != "" {
 		return l.writeEpochs(cache)

@@ -434,8 +434,10 @@ func (l *Log) reloadActiveTxns() error {
 		if st, err = txnStateAt(l.fsys, l.ident, l.dir, l.segs, i); err != nil {
 			return err
 		}
-		if err := writeFileAtomic(l.fsys, l.dir, segmentName(s.base, txnStateSuffix), formatTxnState(st)); err != nil {
-			return err
+		if !l.unsettled { // else settle writes it
+			if err := writeFileAtomic(l.fsys, l.dir, segmentName(s.base, txnStateSuffix), formatTxnState(st)); err != nil {
+				return err
+			}
 		}
 	}
 	open, es, _, err := scanTxns(l.ident, s, s.size(), st)
