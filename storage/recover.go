@@ -55,6 +55,20 @@ func (l *Log) recover() error {
 	if err != nil {
 		return fmt.Errorf("listing %s: %w", l.dir, err)
 	}
+	// From here recovery probes the directory through its listing
+	// (listedFS): a file the listing lacks costs no system call.
+	real := l.fsys
+	lf := &listedFS{fileSystem: real, dir: l.dir, names: make(map[string]bool, len(ents))}
+	for _, e := range ents {
+		lf.names[e.Name()] = true
+	}
+	l.fsys = lf
+	defer func() {
+		l.fsys = real
+		for _, s := range l.segs {
+			s.fsys = real
+		}
+	}()
 	var bases []int64
 	logs := map[int64]bool{}
 	txnIndexes := map[int64]bool{}
