@@ -36,10 +36,6 @@ func (l *Log) Append(raw []byte) error {
 		return err
 	}
 	first, last := hs[0], hs[len(hs)-1]
-	// Before the first byte of a log opened empty is written.
-	if err := l.settle(); err != nil {
-		return l.fail(fmt.Errorf("appending to %s: %w", l.tp(), err))
-	}
 	if restart {
 		if err := l.runTruncation(intent{full: true, offset: first.BaseOffset}, Lost{}); err != nil {
 			return err
@@ -181,7 +177,11 @@ func (l *Log) maybeRoll(size int, hs []batch.Header) error {
 	}
 	l.nextGen()
 	// Before the seal makes the old segment's batches durable: Open reads
-	// no epoch back from a sealed segment.
+	// no epoch back from a sealed segment, and a log opened empty is
+	// settled.
+	if err := l.settle(); err != nil {
+		return l.fail(fmt.Errorf("rolling %s: %w", l.tp(), err))
+	}
 	if err := l.syncEpochs(); err != nil {
 		return l.fail(fmt.Errorf("rolling %s: %w", l.tp(), err))
 	}

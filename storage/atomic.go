@@ -24,14 +24,8 @@ func writeFileAtomic(fsys fileSystem, dir, name string, data []byte) error {
 	return nil
 }
 
-// namedData is a small file's name and content.
-type namedData struct {
-	name string
-	data []byte
-}
-
 // writeFileRenamed is writeFileAtomic without its directory fsync, which
-// the caller makes for several files at once (Log.settle).
+// the caller makes later, for several files at once (Log.settle).
 func writeFileRenamed(fsys fileSystem, dir, name string, data []byte) (err error) {
 	path := filepath.Join(dir, name)
 	tmp := path + tmpSuffix

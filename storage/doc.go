@@ -159,15 +159,20 @@
 // MarkReported: a loss is reported at least once, and a report repeated
 // after a crash carries the same Lost.ID.
 //
-// Open of an empty log (no .log byte, no intent) makes no fsync: a crash
-// can only take an empty log, which the next Open creates again, and its
-// durable end is its start. partition.metadata is written unsynced if
-// missing, and the directory entries are left to settle, which the first
-// Append (before its first byte) and a truncation call first: it fsyncs
-// partition.metadata, writes and fsyncs the active segment's
-// .kfollower-txns and the recovery point under tmp names and renames them,
-// then fsyncs the partition directory, the data directory and any other
-// parent Open created. Close of an unsettled log fsyncs nothing.
+// Open of an empty log (no .log byte, no intent) fsyncs no directory: a
+// crash can only take the empty log, which the next Open creates again.
+// For a new one it writes partition.metadata and a recovery point at the
+// segment's start, each fsynced under its tmp name and renamed, before it
+// creates the segment's files (two fsyncs; a crash that keeps those files
+// keeps the names given before them, so a torn first batch is cut, never
+// taken for corruption); reopening an empty log that has them writes
+// nothing. Appends fsync nothing either; the log's first fsync (Flush, a
+// roll, a truncation, DeleteBefore, Close with batches) settles it first:
+// the active segment's .kfollower-txns (tmp fsynced, renamed), the
+// checkpoint if an Append wrote it, then the partition directory, the data
+// directory and any other parent Open created. So no durable end is
+// declared before the files and their directory entries are durable.
+// Close of an unsettled empty log fsyncs nothing.
 //
 // DeleteBefore(x): write the log start file, cut the epoch cache from the
 // start and rewrite the checkpoint, then delete whole segments below x; a
@@ -202,8 +207,6 @@
 //     from the batches' epochs with a warning; entries past the log end are
 //     cut (LogLoader's truncateFromEnd) and the start is cut to the log
 //     start.
-//   - an unparseable partition.metadata beside an empty log: rewritten with
-//     a warning (torn before the log settled); anywhere else it fails Open.
 //   - a truncation intent: finished, with its lost+found event put in place
 //     and listed as unreported; an unreadable one, or one whose event is
 //     gone: Open fails.

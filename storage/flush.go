@@ -91,7 +91,11 @@ func (l *Log) takeFlush() (*flushTarget, error) {
 	}
 	// The epochs of the batches the taken recovery point covers: durable
 	// before it is written. Under the lock (it is written by Appends), and
-	// only after an Append started an epoch.
+	// only after an Append started an epoch. A log opened empty is settled
+	// first, once.
+	if err := l.settle(); err != nil {
+		return nil, l.fail(fmt.Errorf("flushing %s: %w", l.tp(), err))
+	}
 	if err := l.syncEpochs(); err != nil {
 		return nil, l.fail(fmt.Errorf("flushing %s: %w", l.tp(), err))
 	}
@@ -140,6 +144,9 @@ func (l *Log) nextGen() { l.gen++ }
 func (l *Log) flushLocked() error {
 	if l.durable == l.leoLocked() {
 		return nil
+	}
+	if err := l.settle(); err != nil {
+		return l.fail(fmt.Errorf("flushing %s: %w", l.tp(), err))
 	}
 	if err := l.syncEpochs(); err != nil {
 		return l.fail(fmt.Errorf("flushing %s: %w", l.tp(), err))

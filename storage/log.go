@@ -57,14 +57,12 @@ type Log struct {
 	// recovery point or seal can cover the batches whose epochs it holds.
 	epochsUnsynced bool
 	// unsettled says the log was empty when opened and nothing of it has
-	// been made durable since (settle): Open of an empty log makes no
-	// fsync, since an empty log a crash takes is just created again.
-	// unsyncedDirs are the directories whose new entries (the partition
-	// directory's own) settle fsyncs; metaUnsynced says partition.metadata
-	// was written unsynced.
+	// been declared durable since (settle): a crash can take it whole,
+	// and with it only batches no durable end covered. unsyncedDirs are
+	// the directories whose new entries (the partition directory's own)
+	// settle fsyncs.
 	unsettled    bool
 	unsyncedDirs []string
-	metaUnsynced bool
 	// lastRecoveryPoint is when kfollower-recovery-point was last written;
 	// flushes rewrite it at most once a second.
 	lastRecoveryPoint time.Time
@@ -213,13 +211,14 @@ func (l *Log) setTopicIDLocked(id TopicID) error {
 		return fmt.Errorf("%s: topic id %s does not match partition.metadata's %s", l.tp(), id, l.topicID)
 	}
 	if l.unsettled {
-		// Visible to readers now, durable by settle, before any batch is
-		// written; torn by a crash before that, it guarded nothing
-		// (loadTopicID).
-		if err := writeFileUnsynced(l.fsys, l.dir, PartitionMetadataFile, formatPartitionMetadata(id)); err != nil {
+		// Complete on disk before its name is (tmp file fsynced, then
+		// renamed), its name durable with the directory's next fsync
+		// (settle): Open writes it before it creates the segment's files,
+		// so a crash that keeps those keeps it too.
+		if err := writeFileRenamed(l.fsys, l.dir, PartitionMetadataFile, formatPartitionMetadata(id)); err != nil {
 			return err
 		}
-		l.topicID, l.metaUnsynced = id, true
+		l.topicID = id
 		return nil
 	}
 	if err := writeFileAtomic(l.fsys, l.dir, PartitionMetadataFile, formatPartitionMetadata(id)); err != nil {
@@ -229,36 +228,32 @@ func (l *Log) setTopicIDLocked(id TopicID) error {
 	return nil
 }
 
-// settle makes an unsettled log durable, before its first batch is
-// written or anything is declared durable (the first Append, a
-// truncation): partition.metadata (if written unsynced), the active
-// segment's .kfollower-txns and the recovery point (each written and
-// fsynced under a tmp name, then renamed), one fsync of the partition
-// directory for all of them and the segment's files, then the fsync of
-// each parent whose entry list Open changed (the data directory for a new
-// partition directory). Five fsyncs for a new log, where Open made eleven.
-// The recovery point matters before the first byte: past it a torn tail
-// is cut, never taken for corruption (tornFrom).
+// settle makes a log opened empty durable before anything of it is
+// declared durable (a Flush, a roll, a truncation, Close): the first
+// segment's .kfollower-txns (written and fsynced under a tmp name, then
+// renamed), leader-epoch-checkpoint if an Append wrote it, then one fsync
+// of the partition directory for all of them and the segment's files, then
+// the fsync of the data directory and of any other parent Open created.
+// Appends need none of it: Open wrote partition.metadata and a recovery
+// point at the segment's start, complete, before the segment's files
+// (past the point a torn tail is cut, never taken for corruption:
+// tornFrom), and a crash that takes the rest takes batches no durable end
+// ever covered. Four fsyncs, off the fetch path under FlushInterval.
 func (l *Log) settle() error {
 	if !l.unsettled {
 		return nil
 	}
-	// Written unsynced by this Open or by an earlier one of the empty log.
-	if l.metaUnsynced || l.topicID != (TopicID{}) {
-		if err := syncByName(l.fsys, filepath.Join(l.dir, PartitionMetadataFile)); err != nil {
-			return fmt.Errorf("%s: %w", l.tp(), err)
-		}
-	}
-	s := l.active()
-	var files []namedData
+	s := l.active() // the segment Open found or made: a roll settles first
 	if _, have, err := readTxnState(l.fsys, l.dir, s.base); err != nil {
 		return err
 	} else if !have {
-		files = append(files, namedData{segmentName(s.base, txnStateSuffix), formatTxnState(l.txns)})
+		// The log was empty at its base: no transaction open there.
+		if err := writeFileRenamed(l.fsys, l.dir, segmentName(s.base, txnStateSuffix), formatTxnState(txnState{})); err != nil {
+			return fmt.Errorf("%s: %w", l.tp(), err)
+		}
 	}
-	files = append(files, namedData{recoveryPointName, formatRecoveryPoint(s.recoveryPoint())})
-	for _, f := range files {
-		if err := writeFileRenamed(l.fsys, l.dir, f.name, f.data); err != nil {
+	if l.epochsUnsynced {
+		if err := syncByName(l.fsys, filepath.Join(l.dir, EpochCheckpointFile)); err != nil {
 			return fmt.Errorf("%s: %w", l.tp(), err)
 		}
 	}
@@ -267,8 +262,7 @@ func (l *Log) settle() error {
 			return fmt.Errorf("%s: syncing directory %s: %w", l.tp(), d, err)
 		}
 	}
-	l.lastRecoveryPoint = l.opts.Now()
-	l.unsettled, l.unsyncedDirs, l.metaUnsynced = false, nil, false
+	l.unsettled, l.unsyncedDirs, l.epochsUnsynced = false, nil, false
 	return nil
 }
 
@@ -393,9 +387,17 @@ func (l *Log) Close() error {
 	}
 	l.closed = true
 	var err error
-	// An unsettled log is empty: nothing to make durable, and its next
+	// An unsettled empty log has nothing to make durable, and its next
 	// Open is as cheap.
-	if l.failed == nil && len(l.segs) > 0 && !l.unsettled {
+	if l.unsettled && l.failed == nil && len(l.segs) == 1 && l.active().empty() {
+		return l.closeFiles()
+	}
+	if l.failed == nil {
+		if serr := l.settle(); serr != nil {
+			return errors.Join(l.fail(fmt.Errorf("closing %s: %w", l.tp(), serr)), l.closeFiles())
+		}
+	}
+	if l.failed == nil && len(l.segs) > 0 {
 		// The recovery point keeps the index counts from before the
 		// close-time time entry, so a reopened segment indexes on exactly
 		// as a rebuild from its .log would.

@@ -223,9 +223,18 @@ func (l *Log) recover() error {
 		var s *segment
 		var err error
 		if l.unsettled {
-			// Its snapshot (no transaction open) and its directory
-			// entries come with settle.
-			s, err = createSegment(l.fsys, l.dir, max(logStart, 0), l.opts.IndexIntervalBytes, l.opts.Now(), false)
+			// The recovery point at its start first, complete before its
+			// name (as partition.metadata): the directory is fsynced by
+			// settle only, and a crash that keeps the segment's files
+			// keeps the names given before them. Its snapshot (no
+			// transaction open) comes with settle.
+			base := max(logStart, 0)
+			rp := recoveryPoint{base: base, next: base, maxTs: batch.NoTimestamp, maxTsOffset: -1, firstTs: -1, lastEpoch: -1}
+			if err := writeFileRenamed(l.fsys, l.dir, recoveryPointName, formatRecoveryPoint(rp)); err != nil {
+				return err
+			}
+			l.lastRecoveryPoint = l.opts.Now()
+			s, err = createSegment(l.fsys, l.dir, base, l.opts.IndexIntervalBytes, l.opts.Now(), false)
 		} else {
 			s, err = l.createSegment(max(logStart, 0))
 		}
@@ -259,9 +268,11 @@ func (l *Log) recover() error {
 	}
 	// Only now: a recovery point covering the tail before its epochs were
 	// in the checkpoint would let a crash here drop them, since the next
-	// Open reads no epochs back from before the point. An unsettled log's
-	// comes with settle.
-	if !l.unsettled {
+	// Open reads no epochs back from before the point. An empty log keeps
+	// the one it has if it names the segment's start (written when the
+	// segment was), so reopening it costs no fsync.
+	rpData := formatRecoveryPoint(l.active().recoveryPoint())
+	if have, err := l.fsys.ReadFile(filepath.Join(l.dir, recoveryPointName)); !l.unsettled || err != nil || !bytes.Equal(have, rpData) {
 		if err := l.writeRecoveryPoint(l.active().recoveryPoint()); err != nil {
 			return err
 		}
@@ -318,12 +329,6 @@ func (l *Log) loadTopicID() error {
 		return fmt.Errorf("reading %s: %w", path, err)
 	default:
 		id, err := ParsePartitionMetadata(data)
-		if err != nil && l.unsettled {
-			// Written unsynced beside an empty log (setTopicIDLocked) and
-			// torn by a crash: it guarded no batch.
-			l.lg.Warn("rewriting a torn partition.metadata beside an empty log", "err", err)
-			break
-		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}

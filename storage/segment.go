@@ -509,8 +509,8 @@ func (s *segment) resume(rp recoveryPoint, fileSize int64) bool {
 	// Durable up to the point (it promises that); the files may hold
 	// more (Close's final time entry, a torn tail's): cut at the next
 	// write.
-	s.idx = indexFile{written: len(offs), synced: len(offs), trunc: true}
-	s.tidx = indexFile{written: len(times), synced: len(times), trunc: true}
+	s.idx = indexFile{written: len(offs), synced: len(offs), trunc: int64(len(ib)) > rp.nOff*offsetEntrySize}
+	s.tidx = indexFile{written: len(times), synced: len(times), trunc: int64(len(tb)) > rp.nTime*timeEntrySize}
 	return true
 }
 
