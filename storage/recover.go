@@ -112,12 +112,12 @@ func (l *Log) recover() error {
 	if err != nil {
 		return err
 	}
-	// An empty log is opened without an fsync (settle makes it durable
-	// before its first batch): a crash can only take an empty log, which
-	// the next Open creates again. The parents of the directories created
-	// are fsynced by settle, and the data directory always (an earlier
-	// Open of the empty log may have created the partition directory and
-	// never settled).
+	// An empty log is opened without a directory fsync (settle makes it
+	// durable before its first durable end): a crash can only take an
+	// empty log, which the next Open creates again. The parents of the
+	// directories created are fsynced by settle, and the data directory
+	// always (an earlier Open of the empty log may have created the
+	// partition directory and never settled).
 	if empty && !haveIntent {
 		l.unsettled = true
 		l.unsyncedDirs = parents
@@ -271,9 +271,14 @@ func (l *Log) recover() error {
 	// Open reads no epochs back from before the point. An empty log keeps
 	// the one it has if it names the segment's start (written when the
 	// segment was), so reopening it costs no fsync.
-	rpData := formatRecoveryPoint(l.active().recoveryPoint())
-	if have, err := l.fsys.ReadFile(filepath.Join(l.dir, recoveryPointName)); !l.unsettled || err != nil || !bytes.Equal(have, rpData) {
-		if err := l.writeRecoveryPoint(l.active().recoveryPoint()); err != nil {
+	point := l.active().recoveryPoint()
+	keep := false
+	if l.unsettled {
+		have, err := l.fsys.ReadFile(filepath.Join(l.dir, recoveryPointName))
+		keep = err == nil && bytes.Equal(have, formatRecoveryPoint(point))
+	}
+	if !keep {
+		if err := l.writeRecoveryPoint(point); err != nil {
 			return err
 		}
 	}
