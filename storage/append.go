@@ -55,8 +55,10 @@ func (l *Log) Append(raw []byte) error {
 	if err := l.appendTxns(s, raw, hs); err != nil {
 		return l.fail(fmt.Errorf("appending to %s: %w", l.tp(), err))
 	}
-	// The checkpoint goes before the flush: once a recovery point covers
-	// these batches, Open no longer reads their epochs back.
+	// The checkpoint is written (unsynced: writeEpochsUnsynced) before the
+	// flush, and made durable before any recovery point covers these
+	// batches (syncEpochs): from there Open no longer reads their epochs
+	// back.
 	cache := l.epochs
 	changed := false
 	for _, h := range hs {
@@ -65,7 +67,7 @@ func (l *Log) Append(raw []byte) error {
 		changed = changed || ch
 	}
 	if changed {
-		if err := l.writeEpochs(cache); err != nil {
+		if err := l.writeEpochsUnsynced(cache); err != nil {
 			return l.fail(err)
 		}
 	}
@@ -174,6 +176,15 @@ func (l *Log) maybeRoll(size int, hs []batch.Header) error {
 		return nil
 	}
 	l.nextGen()
+	// Before the seal makes the old segment's batches durable: Open reads
+	// no epoch back from a sealed segment, and a log opened empty is
+	// settled.
+	if err := l.settle(); err != nil {
+		return l.fail(fmt.Errorf("rolling %s: %w", l.tp(), err))
+	}
+	if err := l.syncEpochs(); err != nil {
+		return l.fail(fmt.Errorf("rolling %s: %w", l.tp(), err))
+	}
 	base := max(first.BaseOffset, l.leoLocked())
 	if s.empty() {
 		if s.base == base {

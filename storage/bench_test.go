@@ -174,3 +174,55 @@ func BenchmarkOpen(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkOpenNew measures what a first start-up with thousands of
+// partitions pays per partition: Open of a new log in the data directory,
+// with the topic id as the fetcher passes it ("open"), and that plus the
+// first append and the Flush that makes it durable ("open-append-flush":
+// the whole cost up to the first durable end). The logs stay open, as
+// at a start-up, a thousand at a time.
+func BenchmarkOpenNew(b *testing.B) {
+	raw := batch.BuildRun(0, 1, 1, 10)
+	for _, first := range []bool{false, true} {
+		name := "open"
+		if first {
+			name = "open-append-flush"
+		}
+		b.Run(name, func(b *testing.B) {
+			data := b.TempDir()
+			opts := Options{Logger: quiet, Flush: FlushInterval, TopicID: TopicID{7}}
+			var open []*Log
+			closeAll := func() {
+				for _, l := range open {
+					if err := l.Close(); err != nil {
+						b.Fatal(err)
+					}
+				}
+				open = open[:0]
+			}
+			defer closeAll()
+			p := int32(0)
+			for b.Loop() {
+				l, err := Open(data, "bench", p, opts)
+				if err != nil {
+					b.Fatal(err)
+				}
+				p++
+				if first {
+					if err := l.Append(raw); err != nil {
+						b.Fatal(err)
+					}
+					if err := l.Flush(); err != nil {
+						b.Fatal(err)
+					}
+				}
+				open = append(open, l)
+				if len(open) == 1000 {
+					b.StopTimer()
+					closeAll()
+					b.StartTimer()
+				}
+			}
+		})
+	}
+}

@@ -63,12 +63,20 @@
 // index.interval.bytes (default 4096) after the previous entry, with a time
 // entry (max timestamp so far, its offset) when that timestamp grew; when a
 // segment is sealed (roll or Close) the time index gets the segment's max
-// timestamp. Index files are never preallocated, so a sealed segment's
+// timestamp. Only a segment's .log is held open (as Kafka holds each
+// segment's FileRecords channel): index entries are kept in memory and
+// written to their files, through a descriptor opened for the write and
+// closed after it, when the segment is fsynced (Flush, seal, truncation,
+// Open, Close), never per append; so an active segment's index files lag
+// its .log by the entries since its last fsync, and a recovery point only
+// counts entries durable in them. Index files are never preallocated, so a sealed segment's
 // files are what Kafka leaves after trimToValidSize, and each offset entry
 // names the last offset of the batch at its position, which
 // DumpLogSegments --verify-index-only checks. The .txnindex holds an
 // entry per transaction an ABORT marker in the segment ends, with the last
-// stable offset the leader computed on append (txn.go); the active
+// stable offset the leader computed on append (txn.go), created on demand
+// as Kafka's TransactionIndex opens its file lazily (with its first entry,
+// or empty at seal: every sealed segment has one); the active
 // segment's is rebuilt by Open and after a truncation from its
 // .kfollower-txns and batches, a sealed one's is fsynced at seal and
 // trusted. The kfollower-* and .kfollower-txns files are
@@ -95,18 +103,30 @@
 //
 // Small files (checkpoint, partition.metadata, recovery point, log start,
 // intent, unreported losses, lost.json) are replaced atomically: write <name>.tmp, fsync it,
-// close, rename over <name>, fsync the directory (Kafka's CheckpointFile).
+// close, rename over <name>, fsync the directory (Kafka's CheckpointFile);
+// but leader-epoch-checkpoint rewritten by an Append: written and renamed,
+// fsynced later (below).
 //
 // Append: validate the whole run (nothing is written on a violation);
-// roll if due (seal the old segment: final time-index entry, fsync .log,
-// .index, .timeindex, .txnindex; write the new segment's .kfollower-txns
+// roll if due (seal the old segment: final time-index entry, write and
+// fsync .log, .index, .timeindex, .txnindex; write the new segment's .kfollower-txns
 // atomically; create the new files; fsync the directory); write the
-// batches, then their index entries and .txnindex entries; if an epoch starts, rewrite
-// leader-epoch-checkpoint; then, under FlushEveryAppend, fsync the active
-// segment and rewrite the recovery point if the last one is a second old
-// (under FlushInterval Flush does the same, without the lock: flush.go). A crash between the batch write and the checkpoint is
-// repaired by recovery (epochs newer than the checkpoint's latest are read
-// back from the active segment, as LogSegment.recover does). DurableEnd
+// batches (their index entries stay in memory until the next fsync) and
+// their .txnindex entries; if an epoch starts, rewrite
+// leader-epoch-checkpoint (tmp file, rename) without an fsync; then, under
+// FlushEveryAppend, fsync the checkpoint if an Append rewrote it (its
+// data, the directory), the active segment, and rewrite the recovery
+// point if the last one is a second old (under FlushInterval Flush does
+// the same, its fsync of the segment without the lock: flush.go). The
+// checkpoint is made durable so before every recovery point and seal,
+// which cover its batches; Kafka's LeaderEpochFileCache.assign fsyncs it
+// on append instead (CheckpointFile.write with sync; KAFKA-15046 moved
+// only the truncations' writes to a background flush). A crash before
+// that fsync leaves the old checkpoint, whose missing epochs recovery
+// reads back from the active segment past the recovery point, as
+// LogSegment.recover does, or a torn one (the rename durable, the data
+// not: empty, or no final newline), which recovery rebuilds from the
+// batches. DurableEnd
 // (Reader) is the log end at the last fsync of the active segment.
 //
 // TruncateTo(x) and TruncateFullyAndStartAt(x): 0. (TruncateTo) fsync the
@@ -139,6 +159,21 @@
 // MarkReported: a loss is reported at least once, and a report repeated
 // after a crash carries the same Lost.ID.
 //
+// Open of an empty log (no .log byte, no intent) fsyncs no directory: a
+// crash can only take the empty log, which the next Open creates again.
+// For a new one it writes partition.metadata and a recovery point at the
+// segment's start, each fsynced under its tmp name and renamed, before it
+// creates the segment's files (two fsyncs; a crash that keeps those files
+// keeps the names given before them, so a torn first batch is cut, never
+// taken for corruption); reopening an empty log that has them writes
+// nothing. Appends fsync nothing either; the log's first fsync (Flush, a
+// roll, a truncation, DeleteBefore, Close with batches) settles it first:
+// the active segment's .kfollower-txns (tmp fsynced, renamed), the
+// checkpoint if an Append wrote it, then the partition directory, the data
+// directory and any other parent Open created. So no durable end is
+// declared before the files and their directory entries are durable.
+// Close of an unsettled empty log fsyncs nothing.
+//
 // DeleteBefore(x): write the log start file, cut the epoch cache from the
 // start and rewrite the checkpoint, then delete whole segments below x; a
 // crash in between leaves segments that Open deletes.
@@ -168,7 +203,7 @@
 //     checks the CRC of every batch it returns: *CorruptionError.
 //     ReadSection does not (Kafka's broker sends what it stored unchecked;
 //     clients check CRCs): the audit and verify tools read with Read.
-//   - missing, unreadable or non-monotonic leader-epoch-checkpoint: rebuilt
+//   - missing, unreadable, torn (empty, no final newline) or non-monotonic leader-epoch-checkpoint: rebuilt
 //     from the batches' epochs with a warning; entries past the log end are
 //     cut (LogLoader's truncateFromEnd) and the start is cut to the log
 //     start.

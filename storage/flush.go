@@ -11,9 +11,14 @@ import (
 type flushTarget struct {
 	seg   *segment
 	files []file
-	end   int64
-	rp    recoveryPoint
-	gen   uint64
+	// opened are the index files takeFlush wrote through (files holds
+	// them too), closed after the fsync; idx and tidx the entries they
+	// then hold.
+	opened    []file
+	idx, tidx int
+	end       int64
+	rp        recoveryPoint
+	gen       uint64
 }
 
 // Flush fsyncs what was appended since the last fsync and raises
@@ -22,11 +27,12 @@ type flushTarget struct {
 // flusher does, so the fetch path never waits on an fsync), and it holds
 // the log's lock only to take and to record, never during the fsync:
 //
-//  1. under the lock: the active segment's files, the log end, the
-//     recovery point there, and the generation (bumped by every roll and
-//     truncation: nextGen);
-//  2. without it: fsync .log, .index and .timeindex (Appends go on
-//     meanwhile, past the taken end);
+//  1. under the lock: the index entries not yet in their files written
+//     (page cache only, through descriptors opened for it: the segment
+//     holds only its .log open), the log end, the recovery point there,
+//     and the generation (bumped by every roll and truncation: nextGen);
+//  2. without it: fsync the .log and the index files written (Appends go
+//     on meanwhile, past the taken end), and close those;
 //  3. under the lock again: if the generation is unchanged, DurableEnd
 //     rises to the taken end (never past it: bytes appended since may not
 //     be on disk) and, at most once a second, the recovery point is
@@ -47,6 +53,9 @@ func (l *Log) Flush() error {
 		return err
 	}
 	err = syncFiles(t.files)
+	if cerr := closeAll(t.opened); err == nil {
+		err = cerr
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err != nil {
@@ -59,6 +68,9 @@ func (l *Log) Flush() error {
 		return nil
 	}
 	l.raiseDurable(t.end)
+	// No roll or truncation came: the files still hold what was written.
+	t.seg.idx.synced = max(t.seg.idx.synced, t.idx)
+	t.seg.tidx.synced = max(t.seg.tidx.synced, t.tidx)
 	if l.opts.Now().Sub(l.lastRecoveryPoint) >= time.Second {
 		if err := l.writeRecoveryPoint(t.rp); err != nil {
 			return l.fail(fmt.Errorf("flushing %s: %w", l.tp(), err))
@@ -77,8 +89,24 @@ func (l *Log) takeFlush() (*flushTarget, error) {
 	if l.durable == l.leoLocked() {
 		return nil, nil
 	}
+	// The epochs of the batches the taken recovery point covers: durable
+	// before it is written. Under the lock (it is written by Appends), and
+	// only after an Append started an epoch. A log opened empty is settled
+	// first, once.
+	if err := l.settle(); err != nil {
+		return nil, l.fail(fmt.Errorf("flushing %s: %w", l.tp(), err))
+	}
+	if err := l.syncEpochs(); err != nil {
+		return nil, l.fail(fmt.Errorf("flushing %s: %w", l.tp(), err))
+	}
 	s := l.active()
-	return &flushTarget{seg: s, files: []file{s.log, s.idx, s.tidx}, end: l.leoLocked(), rp: s.recoveryPoint(), gen: l.gen}, nil
+	opened, err := s.putIndexes(false)
+	if err != nil {
+		closeAll(opened)
+		return nil, l.fail(fmt.Errorf("flushing %s: %w", l.tp(), err))
+	}
+	return &flushTarget{seg: s, files: append([]file{s.log}, opened...), opened: opened, idx: s.idx.written, tidx: s.tidx.written,
+		end: l.leoLocked(), rp: s.recoveryPoint(), gen: l.gen}, nil
 }
 
 func syncFiles(fs []file) error {
@@ -116,6 +144,12 @@ func (l *Log) nextGen() { l.gen++ }
 func (l *Log) flushLocked() error {
 	if l.durable == l.leoLocked() {
 		return nil
+	}
+	if err := l.settle(); err != nil {
+		return l.fail(fmt.Errorf("flushing %s: %w", l.tp(), err))
+	}
+	if err := l.syncEpochs(); err != nil {
+		return l.fail(fmt.Errorf("flushing %s: %w", l.tp(), err))
 	}
 	if err := l.active().sync(); err != nil {
 		return l.fail(fmt.Errorf("flushing %s: %w", l.tp(), err))

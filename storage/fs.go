@@ -74,6 +74,23 @@ func (f osFile) Sync() error { return fdatasync(f.File) }
 // Only a directory that does not exist is missing: any other Stat error is
 // returned.
 func mkdirAllSynced(fsys fileSystem, dir string) error {
+	parents, err := mkdirAll(fsys, dir)
+	if err != nil {
+		return err
+	}
+	for _, p := range parents {
+		if err := fsys.SyncDir(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// mkdirAll creates dir and its missing parents and returns the
+// directories whose entry lists changed (the parents of those created,
+// deepest first), which the caller fsyncs (mkdirAllSynced), now or when
+// the new directory must first survive a crash (Log.settle).
+func mkdirAll(fsys fileSystem, dir string) ([]string, error) {
 	var created []string
 	for d := dir; ; d = filepath.Dir(d) {
 		_, err := fsys.Stat(d)
@@ -81,7 +98,7 @@ func mkdirAllSynced(fsys fileSystem, dir string) error {
 			break
 		}
 		if !isNotExist(err) {
-			return err
+			return nil, err
 		}
 		created = append(created, d)
 		if filepath.Dir(d) == d {
@@ -89,14 +106,13 @@ func mkdirAllSynced(fsys fileSystem, dir string) error {
 		}
 	}
 	if err := fsys.MkdirAll(dir); err != nil {
-		return err
+		return nil, err
 	}
+	parents := make([]string, 0, len(created))
 	for _, d := range created {
-		if err := fsys.SyncDir(filepath.Dir(d)); err != nil {
-			return err
-		}
+		parents = append(parents, filepath.Dir(d))
 	}
-	return nil
+	return parents, nil
 }
 
 // timedFS reports how long every fsync takes (files and directories), for
@@ -132,5 +148,84 @@ func (f timedFile) Sync() error {
 	start := f.t.now()
 	err := f.file.Sync()
 	f.t.onSync(f.t.now().Sub(start))
+	return err
+}
+
+// listedFS is the file system as Open's recovery sees it: reads, opens
+// without O_CREATE and removes of a name directly in dir that the listing
+// Open took (names) does not hold fail with ErrNotExist without a system
+// call, and the names recovery creates, renames and removes keep the
+// listing current. Open of a new or empty log probes a dozen small files
+// that are not there (partition.metadata, the intent, the log start, the
+// recovery point, the checkpoint, the snapshot, ...); on a busy disk each
+// failed open costs as much as the rest of the Open (issue 14: start-up
+// with thousands of partitions). Only recovery uses it: nothing but the
+// Log writes in its directory (the data directory is locked), and nothing
+// runs beside recovery.
+type listedFS struct {
+	fileSystem
+	dir   string
+	names map[string]bool
+}
+
+// absent says name is in dir and not in the listing.
+func (f *listedFS) absent(name string) bool {
+	return filepath.Dir(name) == f.dir && !f.names[filepath.Base(name)]
+}
+
+func (f *listedFS) note(name string, present bool) {
+	if filepath.Dir(name) == f.dir {
+		if present {
+			f.names[filepath.Base(name)] = true
+		} else {
+			delete(f.names, filepath.Base(name))
+		}
+	}
+}
+
+func notExist(op, name string) error { return &fs.PathError{Op: op, Path: name, Err: fs.ErrNotExist} }
+
+func (f *listedFS) OpenFile(name string, flag int, perm os.FileMode) (file, error) {
+	if flag&os.O_CREATE == 0 && f.absent(name) {
+		return nil, notExist("open", name)
+	}
+	fh, err := f.fileSystem.OpenFile(name, flag, perm)
+	if err == nil {
+		f.note(name, true)
+	}
+	return fh, err
+}
+
+func (f *listedFS) ReadFile(name string) ([]byte, error) {
+	if f.absent(name) {
+		return nil, notExist("open", name)
+	}
+	return f.fileSystem.ReadFile(name)
+}
+
+func (f *listedFS) Stat(name string) (os.FileInfo, error) {
+	if f.absent(name) {
+		return nil, notExist("stat", name)
+	}
+	return f.fileSystem.Stat(name)
+}
+
+func (f *listedFS) Remove(name string) error {
+	if f.absent(name) {
+		return notExist("remove", name)
+	}
+	err := f.fileSystem.Remove(name)
+	if err == nil || isNotExist(err) {
+		f.note(name, false)
+	}
+	return err
+}
+
+func (f *listedFS) Rename(from, to string) error {
+	err := f.fileSystem.Rename(from, to)
+	if err == nil {
+		f.note(from, false)
+		f.note(to, true)
+	}
 	return err
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,6 +52,17 @@ type Log struct {
 	// still unstable to a reader of the durable log.
 	txns   txnState
 	recent []completedTxn
+	// epochsUnsynced says leader-epoch-checkpoint was last written by an
+	// Append, without an fsync: syncEpochs makes it durable before any
+	// recovery point or seal can cover the batches whose epochs it holds.
+	epochsUnsynced bool
+	// unsettled says the log was empty when opened and nothing of it has
+	// been declared durable since (settle): a crash can take it whole,
+	// and with it only batches no durable end covered. unsyncedDirs are
+	// the directories whose new entries (the partition directory's own)
+	// settle fsyncs.
+	unsettled    bool
+	unsyncedDirs []string
 	// lastRecoveryPoint is when kfollower-recovery-point was last written;
 	// flushes rewrite it at most once a second.
 	lastRecoveryPoint time.Time
@@ -198,10 +210,59 @@ func (l *Log) setTopicIDLocked(id TopicID) error {
 	if l.topicID != (TopicID{}) {
 		return fmt.Errorf("%s: topic id %s does not match partition.metadata's %s", l.tp(), id, l.topicID)
 	}
+	if l.unsettled {
+		// Complete on disk before its name is (tmp file fsynced, then
+		// renamed), its name durable with the directory's next fsync
+		// (settle): Open writes it before it creates the segment's files,
+		// so a crash that keeps those keeps it too.
+		if err := writeFileRenamed(l.fsys, l.dir, PartitionMetadataFile, formatPartitionMetadata(id)); err != nil {
+			return err
+		}
+		l.topicID = id
+		return nil
+	}
 	if err := writeFileAtomic(l.fsys, l.dir, PartitionMetadataFile, formatPartitionMetadata(id)); err != nil {
 		return err
 	}
 	l.topicID = id
+	return nil
+}
+
+// settle makes a log opened empty durable before anything of it is
+// declared durable (a Flush, a roll, a truncation, Close): the first
+// segment's .kfollower-txns (written and fsynced under a tmp name, then
+// renamed), leader-epoch-checkpoint if an Append wrote it, then one fsync
+// of the partition directory for all of them and the segment's files, then
+// the fsync of the data directory and of any other parent Open created.
+// Appends need none of it: Open wrote partition.metadata and a recovery
+// point at the segment's start, complete, before the segment's files
+// (past the point a torn tail is cut, never taken for corruption:
+// tornFrom), and a crash that takes the rest takes batches no durable end
+// ever covered. Four fsyncs, off the fetch path under FlushInterval.
+func (l *Log) settle() error {
+	if !l.unsettled {
+		return nil
+	}
+	s := l.active() // the segment Open found or made: a roll settles first
+	if _, have, err := readTxnState(l.fsys, l.dir, s.base); err != nil {
+		return err
+	} else if !have {
+		// The log was empty at its base: no transaction open there.
+		if err := writeFileRenamed(l.fsys, l.dir, segmentName(s.base, txnStateSuffix), formatTxnState(txnState{})); err != nil {
+			return fmt.Errorf("%s: %w", l.tp(), err)
+		}
+	}
+	if l.epochsUnsynced {
+		if err := syncByName(l.fsys, filepath.Join(l.dir, EpochCheckpointFile)); err != nil {
+			return fmt.Errorf("%s: %w", l.tp(), err)
+		}
+	}
+	for _, d := range append([]string{l.dir}, l.unsyncedDirs...) {
+		if err := l.fsys.SyncDir(d); err != nil {
+			return fmt.Errorf("%s: syncing directory %s: %w", l.tp(), d, err)
+		}
+	}
+	l.unsettled, l.unsyncedDirs, l.epochsUnsynced = false, nil, false
 	return nil
 }
 
@@ -275,7 +336,44 @@ func (l *Log) writeEpochs(c Epochs) error {
 	if err := writeFileAtomic(l.fsys, l.dir, EpochCheckpointFile, formatEpochCheckpoint(c.entries)); err != nil {
 		return fmt.Errorf("%s: %w", l.tp(), err)
 	}
-	l.epochs = c
+	l.epochs, l.epochsUnsynced = c, false
+	return nil
+}
+
+// writeEpochsUnsynced is writeEpochs on the append path: the file is
+// replaced (tmp, rename) so that readers see the new cache at once, but
+// nothing is fsynced: Kafka fsyncs in LeaderEpochFileCache.assign
+// (CheckpointFile.write with sync), which kfollower leaves to syncEpochs
+// at the log's next fsync, so an Append that starts an epoch waits on no
+// fsync. Until then a crash leaves the old cache (whose missing epochs
+// Open reads back from the batches past the recovery point, as
+// LogSegment.recover assigns them) or the new one, or, where the rename
+// reached the disk before the data, a torn file, which loadEpochs rebuilds
+// from the batches.
+func (l *Log) writeEpochsUnsynced(c Epochs) error {
+	if err := writeFileUnsynced(l.fsys, l.dir, EpochCheckpointFile, formatEpochCheckpoint(c.entries)); err != nil {
+		return fmt.Errorf("%s: %w", l.tp(), err)
+	}
+	l.epochs, l.epochsUnsynced = c, true
+	return nil
+}
+
+// syncEpochs makes an unsynced leader-epoch-checkpoint durable (its data,
+// then the directory for its rename): before a recovery point is written
+// (Open then reads no epoch back from the batches before it) and before a
+// seal (Open reads no epoch back from a sealed segment).
+func (l *Log) syncEpochs() error {
+	if !l.epochsUnsynced {
+		return nil
+	}
+	path := filepath.Join(l.dir, EpochCheckpointFile)
+	if err := syncByName(l.fsys, path); err != nil {
+		return fmt.Errorf("%s: %w", l.tp(), err)
+	}
+	if err := l.fsys.SyncDir(l.dir); err != nil {
+		return fmt.Errorf("%s: syncing directory %s: %w", l.tp(), l.dir, err)
+	}
+	l.epochsUnsynced = false
 	return nil
 }
 
@@ -289,6 +387,16 @@ func (l *Log) Close() error {
 	}
 	l.closed = true
 	var err error
+	// An unsettled empty log has nothing to make durable, and its next
+	// Open is as cheap.
+	if l.unsettled && l.failed == nil && len(l.segs) == 1 && l.active().empty() {
+		return l.closeFiles()
+	}
+	if l.failed == nil {
+		if serr := l.settle(); serr != nil {
+			return errors.Join(l.fail(fmt.Errorf("closing %s: %w", l.tp(), serr)), l.closeFiles())
+		}
+	}
 	if l.failed == nil && len(l.segs) > 0 {
 		// The recovery point keeps the index counts from before the
 		// close-time time entry, so a reopened segment indexes on exactly
@@ -296,8 +404,8 @@ func (l *Log) Close() error {
 		s := l.active()
 		rp := s.recoveryPoint()
 		s.ix.seal()
-		if werr := s.writeIndexes(); werr != nil {
-			err = werr
+		if eerr := l.syncEpochs(); eerr != nil {
+			err = eerr
 		} else if serr := s.sync(); serr != nil {
 			err = fmt.Errorf("closing %s: %w", l.tp(), serr)
 		} else {

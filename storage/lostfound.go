@@ -244,7 +244,7 @@ func (l *Log) saveLost(from int64, t *Truncation) (lost Lost, err error) {
 			}
 			closeOut()
 		}
-		s, err := createSegment(l.fsys, tmp, base, l.opts.IndexIntervalBytes, l.opts.Now())
+		s, err := createSegment(l.fsys, tmp, base, l.opts.IndexIntervalBytes, l.opts.Now(), true)
 		if err != nil {
 			return err
 		}

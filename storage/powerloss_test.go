@@ -52,7 +52,12 @@ import (
 // after the temporary event directory is complete, an intent can outlive
 // its event ("lost+found event ... is missing"); without the fsync of a
 // cut segment in truncateSegments, truncated batches come back; without
-// writeFileAtomic's directory fsync, lost.json vanishes; with Open writing
+// writeFileAtomic's directory fsync, lost.json vanishes; without
+// loadEpochs refusing an empty or unterminated leader-epoch-checkpoint
+// (an Append's unsynced rewrite whose rename reached the disk before its
+// data), seeds 2 and 3 fail ("epoch cache [], batches give ..."); without
+// settle's fsync of the data directory (a new log's first fsync), seed 2
+// finds the log gone below a reported durable end; with Open writing
 // the recovery point before the checkpoint, a crash during recovery loses
 // an epoch; without tornFrom, a torn image is refused as corruption.
 const powerLossSeedEnv = "KFOLLOWER_POWERLOSS_SEED"

@@ -45,17 +45,35 @@ import (
 //     the open transactions from its snapshot and batches;
 //  9. list the intent's loss as unreported, then remove the intent file.
 func (l *Log) recover() error {
-	if err := mkdirAllSynced(l.fsys, l.dir); err != nil {
+	// The new directories' entries are fsynced now, or by settle when the
+	// log is empty.
+	parents, err := mkdirAll(l.fsys, l.dir)
+	if err != nil {
 		return fmt.Errorf("creating %s: %w", l.dir, err)
 	}
 	ents, err := l.fsys.ReadDir(l.dir)
 	if err != nil {
 		return fmt.Errorf("listing %s: %w", l.dir, err)
 	}
+	// From here recovery probes the directory through its listing
+	// (listedFS): a file the listing lacks costs no system call.
+	real := l.fsys
+	lf := &listedFS{fileSystem: real, dir: l.dir, names: make(map[string]bool, len(ents))}
+	for _, e := range ents {
+		lf.names[e.Name()] = true
+	}
+	l.fsys = lf
+	defer func() {
+		l.fsys = real
+		for _, s := range l.segs {
+			s.fsys = real
+		}
+	}()
 	var bases []int64
 	logs := map[int64]bool{}
 	txnIndexes := map[int64]bool{}
 	var indexes []string
+	empty := true // no .log holds a byte
 	for _, e := range ents {
 		name := e.Name()
 		if digits, ok := strings.CutSuffix(name, txnIndexSuffix); ok {
@@ -75,6 +93,9 @@ func (l *Log) recover() error {
 			if b, ok := parseSegmentName(name); ok {
 				bases = append(bases, b)
 				logs[b] = true
+				if info, err := e.Info(); err != nil || info.Size() > 0 {
+					empty = false
+				}
 			}
 		}
 	}
@@ -87,11 +108,30 @@ func (l *Log) recover() error {
 	}
 	slices.Sort(bases)
 
-	if err := l.loadTopicID(); err != nil {
-		return err
-	}
 	in, haveIntent, err := l.readIntent()
 	if err != nil {
+		return err
+	}
+	// An empty log is opened without a directory fsync (settle makes it
+	// durable before its first durable end): a crash can only take an
+	// empty log, which the next Open creates again. The parents of the
+	// directories created are fsynced by settle, and the data directory
+	// always (an earlier Open of the empty log may have created the
+	// partition directory and never settled).
+	if empty && !haveIntent {
+		l.unsettled = true
+		l.unsyncedDirs = parents
+		if dd := filepath.Dir(l.dir); !slices.Contains(parents, dd) {
+			l.unsyncedDirs = append(l.unsyncedDirs, dd)
+		}
+	} else {
+		for _, p := range parents {
+			if err := l.fsys.SyncDir(p); err != nil {
+				return fmt.Errorf("creating %s: syncing %s: %w", l.dir, p, err)
+			}
+		}
+	}
+	if err := l.loadTopicID(); err != nil {
 		return err
 	}
 	if haveIntent && in.lost != "" {
@@ -180,7 +220,24 @@ func (l *Log) recover() error {
 
 	created := false
 	if len(l.segs) == 0 {
-		s, err := l.createSegment(max(logStart, 0))
+		var s *segment
+		var err error
+		if l.unsettled {
+			// The recovery point at its start first, complete before its
+			// name (as partition.metadata): the directory is fsynced by
+			// settle only, and a crash that keeps the segment's files
+			// keeps the names given before them. Its snapshot (no
+			// transaction open) comes with settle.
+			base := max(logStart, 0)
+			rp := recoveryPoint{base: base, next: base, maxTs: batch.NoTimestamp, maxTsOffset: -1, firstTs: -1, lastEpoch: -1}
+			if err := writeFileRenamed(l.fsys, l.dir, recoveryPointName, formatRecoveryPoint(rp)); err != nil {
+				return err
+			}
+			l.lastRecoveryPoint = l.opts.Now()
+			s, err = createSegment(l.fsys, l.dir, base, l.opts.IndexIntervalBytes, l.opts.Now(), false)
+		} else {
+			s, err = l.createSegment(max(logStart, 0))
+		}
 		if err != nil {
 			return err
 		}
@@ -206,11 +263,24 @@ func (l *Log) recover() error {
 	if err := l.recoverEpochs(tail); err != nil {
 		return err
 	}
+	if err := l.syncEpochs(); err != nil {
+		return err
+	}
 	// Only now: a recovery point covering the tail before its epochs were
 	// in the checkpoint would let a crash here drop them, since the next
-	// Open reads no epochs back from before the point.
-	if err := l.writeRecoveryPoint(l.active().recoveryPoint()); err != nil {
-		return err
+	// Open reads no epochs back from before the point. An empty log keeps
+	// the one it has if it names the segment's start (written when the
+	// segment was), so reopening it costs no fsync.
+	point := l.active().recoveryPoint()
+	keep := false
+	if l.unsettled {
+		have, err := l.fsys.ReadFile(filepath.Join(l.dir, recoveryPointName))
+		keep = err == nil && bytes.Equal(have, formatRecoveryPoint(point))
+	}
+	if !keep {
+		if err := l.writeRecoveryPoint(point); err != nil {
+			return err
+		}
 	}
 	if err := l.deleteSegmentsBelowStart(); err != nil {
 		return fmt.Errorf("deleting segments of %s below %d: %w", l.tp(), l.logStart, err)
@@ -291,9 +361,7 @@ func (l *Log) loadSealed(s *segment) error {
 	}
 	s.ix.seal()
 	s.sealed = true
-	if err := s.rewriteIndexes(); err != nil {
-		return err
-	}
+	s.rewriteIndexes()
 	return s.sync()
 }
 
@@ -356,27 +424,17 @@ func (l *Log) recoverActive(rp *recoveryPoint, created bool, onBatch func(batch.
 		}
 	}
 	s.sealed = false
-	if resumed {
-		// Entries up to the recovery point are in the files already:
-		// write the tail's and cut what follows (a torn tail's entries,
-		// Close's final time entry), so Open's cost follows the tail.
-		if err := s.writeIndexes(); err != nil {
-			return err
-		}
-		if err := s.idx.Truncate(int64(len(s.ix.offsets)) * offsetEntrySize); err != nil {
-			return fmt.Errorf("truncating %s: %w", s.path(indexSuffix), err)
-		}
-		if err := s.tidx.Truncate(int64(len(s.ix.times)) * timeEntrySize); err != nil {
-			return fmt.Errorf("truncating %s: %w", s.path(timeIndexSuffix), err)
-		}
-	} else if err := s.rewriteIndexes(); err != nil {
-		return err
+	if !resumed && !(created && size == 0) {
+		s.rewriteIndexes()
 	}
-	if created && size == 0 {
-		// Nothing was written to the new, empty files since
-		// createSegment's directory fsync made them durable: three
-		// fsyncs that would change nothing, per partition of a first
-		// start-up with thousands (11 fsyncs opened a new log).
+	// Resumed, the entries up to the recovery point are in the files
+	// already (resume): the sync below writes the tail's and cuts what
+	// follows (a torn tail's entries, Close's final time entry), so
+	// Open's cost follows the tail.
+	if (created || l.unsettled) && size == 0 {
+		// Nothing to make durable in empty files: createSegment's
+		// directory fsync made new ones durable, settle makes an
+		// unsettled log's.
 		return nil
 	}
 	// Durable now; the recovery point is written by recover once the
@@ -437,12 +495,20 @@ func (l *Log) recoverEpochs(tail []batch.Header) error {
 	if rebuilt != "" && (rebuilt != "missing" || l.leoLocked() > l.segs[0].base) {
 		l.lg.Warn("rebuilding leader-epoch-checkpoint from the batches", "reason", rebuilt)
 	}
-	if !bytes.Equal(data, formatEpochCheckpoint(cache.entries)) || rebuilt != "" {
-		if err := l.writeEpochs(cache); err != nil {
-			return err
-		}
+	if rebuilt == "missing" && cache.Len() == 0 {
+		// No file is no epoch: nothing to write (a new log's first
+		// append writes it).
+		l.epochs = cache
+		return nil
 	}
-	l.epochs = cache
+	if !bytes.Equal(data, formatEpochCheckpoint(cache.entries)) || rebuilt != "" {
+		return l.writeEpochs(cache)
+	}
+	// The file as read may be an unsynced write of the process before
+	// (writeEpochsUnsynced) still in the page cache: the recovery point
+	// recover writes next covers the tail, so make the file durable first.
+	// Without a tail the point covers nothing new.
+	l.epochs, l.epochsUnsynced = cache, len(tail) > 0
 	return nil
 }
 
@@ -462,6 +528,12 @@ func loadEpochs(fsys fileSystem, dir string, id ident, segs []*segment, tail []b
 		rebuilt = "missing"
 	case err != nil:
 		return Epochs{}, nil, "", fmt.Errorf("reading %s: %w", path, err)
+	case len(data) == 0 || data[len(data)-1] != '\n':
+		// Never written so (every line ends with a newline, an empty
+		// cache is "0\n0\n"): an Append's unsynced rewrite whose rename
+		// reached the disk before its data (writeEpochsUnsynced). Parsed,
+		// a prefix could pass for a smaller cache.
+		rebuilt = "torn (empty, or no final newline)"
 	default:
 		entries, perr := ParseEpochCheckpoint(data)
 		if perr == nil {

@@ -26,6 +26,9 @@ func (l *Log) deleteBefore(offset int64) error {
 	if leo := l.leoLocked(); offset > leo {
 		return fmt.Errorf("moving the start of %s to %d past its end %d: %w", l.tp(), offset, leo, ErrOffsetOutOfRange)
 	}
+	if err := l.settle(); err != nil {
+		return l.fail(fmt.Errorf("moving the start of %s to %d: %w", l.tp(), offset, err))
+	}
 	if err := writeFileAtomic(l.fsys, l.dir, LogStartFile, formatLogStart(offset)); err != nil {
 		return fmt.Errorf("moving the start of %s to %d: %w", l.tp(), offset, err)
 	}

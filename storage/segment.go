@@ -37,17 +37,21 @@ func parseSegmentName(name string) (int64, bool) {
 	return n, err == nil
 }
 
-// segment is one <base>.log with its .index and .timeindex. The .log holds
-// fetched batches byte for byte; the indexes are kept in memory (indexer)
-// and mirrored to their files, never preallocated, so a sealed segment's
-// index files are exactly what Kafka leaves after trimToValidSize.
+// segment is one <base>.log with its .index, .timeindex and .txnindex.
+// The .log holds fetched batches byte for byte, and is the one file kept
+// open (as Kafka keeps each segment's FileRecords channel open): the
+// indexes are kept in memory (indexer) and written to their files through
+// a descriptor opened for the write and closed after it, at the log's
+// syncs (Flush, seal, Close, truncation, recovery), never per append, so a
+// log holds one descriptor per segment however many partitions there are
+// (issue 14: 10,000 partitions under a 20,000-descriptor limit). Index
+// files are never preallocated, so a sealed segment's are exactly what
+// Kafka leaves after trimToValidSize.
 type segment struct {
 	fsys    fileSystem
 	dir     string
 	base    int64
 	log     file
-	idx     file
-	tidx    file
 	ix      indexer
 	next    int64 // offset after the last batch, base when empty
 	sealed  bool
@@ -60,20 +64,36 @@ type segment struct {
 	// ever stores non-decreasing epochs, so a batch below lastEpoch read
 	// back from disk is not ours: recovery treats it as invalid.
 	lastEpoch, epochFloor int32
-	// idxWritten and tidxWritten count entries already in the files.
-	idxWritten, tidxWritten int
-	// txnf is the .txnindex; txns its entries (txn.go), txnWritten how
-	// many of them are in the file.
-	txnf       file
-	txns       []abortedTxn
-	txnWritten int
-	// txnLost is set by Open for a segment whose .txnindex was missing
-	// before it opened the segment's files (which creates it empty).
+	// idx and tidx say how much of the in-memory indexes the .index and
+	// .timeindex files hold.
+	idx, tidx indexFile
+	// txns are the .txnindex entries (txn.go); txnf says how many of them
+	// the file holds. The file is created on demand, as Kafka's
+	// TransactionIndex opens its channel lazily: when an ABORT marker is
+	// appended, and at seal (a sealed segment always has one, which Open
+	// trusts).
+	txns []abortedTxn
+	txnf indexFile
+	// txnLost is set by Open for a segment whose .txnindex was missing.
 	txnLost bool
 	// removed is set by remove: a Flush fsyncing the segment's files
 	// meanwhile may fail on them, and that concerns no byte of the log.
 	removed bool
 }
+
+// indexFile is what a segment knows of one of its index files, which it
+// does not hold open: the file holds the first written entries of the
+// in-memory index, synced of them known durable; trunc says the file may
+// hold bytes past them (a rebuilt index, a recovery point's count behind
+// the file), cut at the next write.
+type indexFile struct {
+	written, synced int
+	trunc           bool
+}
+
+// unknownIndex is an index file of a segment Open found: its content is
+// not known until it is loaded or rebuilt.
+var unknownIndex = indexFile{trunc: true}
 
 func (s *segment) path(suffix string) string {
 	return filepath.Join(s.dir, segmentName(s.base, suffix))
@@ -81,56 +101,64 @@ func (s *segment) path(suffix string) string {
 func (s *segment) size() int64 { return s.ix.size }
 func (s *segment) empty() bool { return s.ix.size == 0 }
 
-// openSegmentFiles opens (creating if needed) the three files of a segment.
+// openSegmentFiles opens (creating if needed) a segment's .log, the one
+// file it holds open.
 func openSegmentFiles(fsys fileSystem, dir string, base int64, interval int, now time.Time) (*segment, error) {
-	s := &segment{fsys: fsys, dir: dir, base: base, ix: newIndexer(base, interval), next: base, created: now, firstTs: -1, lastEpoch: -1, epochFloor: -1}
+	s := &segment{fsys: fsys, dir: dir, base: base, ix: newIndexer(base, interval), next: base, created: now, firstTs: -1, lastEpoch: -1, epochFloor: -1,
+		idx: unknownIndex, tidx: unknownIndex, txnf: unknownIndex}
 	var err error
 	if s.log, err = fsys.OpenFile(s.path(logSuffix), os.O_RDWR|os.O_CREATE, 0o644); err != nil {
 		return nil, fmt.Errorf("opening segment %s: %w", s.path(logSuffix), err)
 	}
-	if s.idx, err = fsys.OpenFile(s.path(indexSuffix), os.O_RDWR|os.O_CREATE, 0o644); err != nil {
-		s.close()
-		return nil, fmt.Errorf("opening index %s: %w", s.path(indexSuffix), err)
-	}
-	if s.tidx, err = fsys.OpenFile(s.path(timeIndexSuffix), os.O_RDWR|os.O_CREATE, 0o644); err != nil {
-		s.close()
-		return nil, fmt.Errorf("opening time index %s: %w", s.path(timeIndexSuffix), err)
-	}
-	if s.txnf, err = fsys.OpenFile(s.path(txnIndexSuffix), os.O_RDWR|os.O_CREATE, 0o644); err != nil {
-		s.close()
-		return nil, fmt.Errorf("opening transaction index %s: %w", s.path(txnIndexSuffix), err)
-	}
 	return s, nil
 }
 
-// createSegment makes a new, empty segment and fsyncs the directory so its
-// files survive a crash.
-func createSegment(fsys fileSystem, dir string, base int64, interval int, now time.Time) (*segment, error) {
+// createSegment makes a new, empty segment: its .log (held open), and
+// empty .index and .timeindex files (closed again), which Kafka's tools
+// expect beside every .log. The .txnindex comes on demand (segment).
+// Durable when dir is fsynced next: durable says whether createSegment
+// does it now or the caller does it later (a new log's first segment:
+// Log.settle).
+func createSegment(fsys fileSystem, dir string, base int64, interval int, now time.Time, durable bool) (*segment, error) {
 	s, err := openSegmentFiles(fsys, dir, base, interval, now)
 	if err != nil {
 		return nil, err
 	}
-	for _, f := range []file{s.log, s.idx, s.tidx, s.txnf} {
-		if err := f.Truncate(0); err != nil {
+	if err := s.log.Truncate(0); err != nil {
+		s.close()
+		return nil, fmt.Errorf("creating segment %s: %w", s.path(logSuffix), err)
+	}
+	for _, suf := range []string{indexSuffix, timeIndexSuffix} {
+		f, err := fsys.OpenFile(s.path(suf), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+		if err == nil {
+			err = f.Close()
+		}
+		if err != nil {
 			s.close()
-			return nil, fmt.Errorf("creating segment %s: %w", f.Name(), err)
+			return nil, fmt.Errorf("creating segment %s: %w", s.path(suf), err)
 		}
 	}
-	if err := fsys.SyncDir(dir); err != nil {
+	s.idx, s.tidx, s.txnf = indexFile{}, indexFile{}, indexFile{}
+	// A stale .txnindex of a segment once at this base (a full truncation
+	// restarting where a segment began) would be read as this one's.
+	if err := fsys.Remove(s.path(txnIndexSuffix)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		s.close()
-		return nil, fmt.Errorf("syncing directory %s: %w", dir, err)
+		return nil, fmt.Errorf("creating segment %s: %w", s.path(txnIndexSuffix), err)
+	}
+	if durable {
+		if err := fsys.SyncDir(dir); err != nil {
+			s.close()
+			return nil, fmt.Errorf("syncing directory %s: %w", dir, err)
+		}
 	}
 	return s, nil
 }
 
 func (s *segment) close() error {
-	var errs []error
-	for _, f := range []file{s.log, s.idx, s.tidx, s.txnf} {
-		if f != nil {
-			errs = append(errs, f.Close())
-		}
+	if s.log == nil {
+		return nil
 	}
-	return errors.Join(errs...)
+	return s.log.Close()
 }
 
 // remove closes and deletes the segment's files, indexes and transaction
@@ -154,8 +182,9 @@ func (s *segment) canHold(lastOffset int64) bool {
 	return lastOffset >= s.base && lastOffset-s.base <= math.MaxInt32
 }
 
-// append writes whole, validated batches at the end of the .log, then the
-// index entries they produce. Nothing is synced here.
+// append writes whole, validated batches at the end of the .log and adds
+// the index entries they produce in memory; the index files get them at
+// the next sync. Nothing is synced here.
 func (s *segment) append(raw []byte, hs []batch.Header) error {
 	if _, err := s.log.WriteAt(raw, s.ix.size); err != nil {
 		return fmt.Errorf("writing %s at %d: %w", s.path(logSuffix), s.ix.size, err)
@@ -168,110 +197,163 @@ func (s *segment) append(raw []byte, hs []batch.Header) error {
 		s.next = h.NextOffset()
 		s.lastEpoch = h.PartitionLeaderEpoch
 	}
-	return s.writeIndexes()
+	return nil
 }
 
-// writeIndexes appends entries not yet in the index files.
-func (s *segment) writeIndexes() error {
-	if n := len(s.ix.offsets); n > s.idxWritten {
-		b := encodeOffsetIndex(s.ix.offsets[s.idxWritten:])
-		if _, err := s.idx.WriteAt(b, int64(s.idxWritten)*offsetEntrySize); err != nil {
-			return fmt.Errorf("writing %s: %w", s.path(indexSuffix), err)
-		}
-		s.idxWritten = n
+// putIndex brings the file suffix up to n entries of size bytes (enc
+// encodes them from an index) through a descriptor opened for it, and
+// returns that descriptor still open (nil when nothing was to be written
+// and, with sync, nothing is unsynced): the caller fsyncs it if it must,
+// and closes it.
+func (s *segment) putIndex(f *indexFile, suffix string, n, size int, enc func(from int) []byte, sync bool) (file, error) {
+	if n <= f.written && !f.trunc && (!sync || f.synced >= f.written) {
+		return nil, nil
 	}
-	if n := len(s.ix.times); n > s.tidxWritten {
-		b := encodeTimeIndex(s.ix.times[s.tidxWritten:])
-		if _, err := s.tidx.WriteAt(b, int64(s.tidxWritten)*timeEntrySize); err != nil {
-			return fmt.Errorf("writing %s: %w", s.path(timeIndexSuffix), err)
-		}
-		s.tidxWritten = n
+	path := s.path(suffix)
+	fh, err := s.fsys.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("opening %s: %w", path, err)
 	}
-	return nil
+	if f.trunc {
+		if err := fh.Truncate(int64(f.written * size)); err != nil {
+			fh.Close()
+			return nil, fmt.Errorf("truncating %s: %w", path, err)
+		}
+		f.trunc = false
+	}
+	if n > f.written {
+		if _, err := fh.WriteAt(enc(f.written), int64(f.written*size)); err != nil {
+			fh.Close()
+			return nil, fmt.Errorf("writing %s: %w", path, err)
+		}
+		f.written = n
+	}
+	return fh, nil
+}
+
+// putIndexes writes the index entries not yet in the .index and
+// .timeindex files and returns the descriptors written through (sync: and
+// those of files with unsynced entries), open, for the caller to fsync and
+// close.
+func (s *segment) putIndexes(sync bool) ([]file, error) {
+	var out []file
+	f, err := s.putIndex(&s.idx, indexSuffix, len(s.ix.offsets), offsetEntrySize,
+		func(from int) []byte { return encodeOffsetIndex(s.ix.offsets[from:]) }, sync)
+	if f != nil {
+		out = append(out, f)
+	}
+	if err != nil {
+		return out, err
+	}
+	f, err = s.putIndex(&s.tidx, timeIndexSuffix, len(s.ix.times), timeEntrySize,
+		func(from int) []byte { return encodeTimeIndex(s.ix.times[from:]) }, sync)
+	if f != nil {
+		out = append(out, f)
+	}
+	return out, err
+}
+
+// closeAll closes fs, returning the first error.
+func closeAll(fs []file) error {
+	var errs []error
+	for _, f := range fs {
+		errs = append(errs, f.Close())
+	}
+	return errors.Join(errs...)
 }
 
 // addTxn records an aborted transaction whose marker is the segment's
 // latest batch; writeTxnIndex puts it in the file.
 func (s *segment) addTxn(e abortedTxn) { s.txns = append(s.txns, e) }
 
-// writeTxnIndex appends entries not yet in the .txnindex.
+// writeTxnIndex writes the entries not yet in the .txnindex (creating
+// it), unsynced: the active segment's is rebuilt by Open, never trusted.
 func (s *segment) writeTxnIndex() error {
-	if n := len(s.txns); n > s.txnWritten {
-		if _, err := s.txnf.WriteAt(encodeTxnIndex(s.txns[s.txnWritten:]), int64(s.txnWritten)*abortedTxnSize); err != nil {
-			return fmt.Errorf("writing %s: %w", s.path(txnIndexSuffix), err)
-		}
-		s.txnWritten = n
+	f, err := s.putTxnIndex(false)
+	if f != nil {
+		err = errors.Join(err, f.Close())
 	}
-	return nil
+	return err
+}
+
+func (s *segment) putTxnIndex(sync bool) (file, error) {
+	return s.putIndex(&s.txnf, txnIndexSuffix, len(s.txns), abortedTxnSize,
+		func(from int) []byte { return encodeTxnIndex(s.txns[from:]) }, sync)
 }
 
 // replaceTxnIndex replaces the .txnindex with the in-memory entries
-// atomically (writeFileAtomic) and reopens it: for a sealed segment,
-// whose file Open trusts.
+// atomically (writeFileAtomic): for a sealed segment, whose file Open
+// trusts.
 func (s *segment) replaceTxnIndex() error {
 	name := segmentName(s.base, txnIndexSuffix)
 	if err := writeFileAtomic(s.fsys, s.dir, name, encodeTxnIndex(s.txns)); err != nil {
 		return err
 	}
-	s.txnf.Close()
-	f, err := s.fsys.OpenFile(s.path(txnIndexSuffix), os.O_RDWR, 0)
-	if err != nil {
-		s.txnf = nil
-		return fmt.Errorf("reopening %s: %w", s.path(txnIndexSuffix), err)
-	}
-	s.txnf, s.txnWritten = f, len(s.txns)
+	s.txnf = indexFile{written: len(s.txns), synced: len(s.txns)}
 	return nil
 }
 
 // rewriteTxnIndex replaces the .txnindex with the in-memory entries in
 // place: for the active segment, whose file Open rebuilds anyway.
 func (s *segment) rewriteTxnIndex() error {
-	if err := s.txnf.Truncate(0); err != nil {
-		return fmt.Errorf("truncating %s: %w", s.path(txnIndexSuffix), err)
-	}
-	s.txnWritten = 0
+	s.txnf = indexFile{trunc: true}
 	return s.writeTxnIndex()
 }
 
-// rewriteIndexes replaces both index files with the in-memory entries.
-func (s *segment) rewriteIndexes() error {
-	for _, f := range []file{s.idx, s.tidx} {
-		if err := f.Truncate(0); err != nil {
-			return fmt.Errorf("truncating %s: %w", f.Name(), err)
-		}
-	}
-	s.idxWritten, s.tidxWritten = 0, 0
-	return s.writeIndexes()
+// rewriteIndexes makes the next sync replace both index files with the
+// in-memory entries (after a rebuild).
+func (s *segment) rewriteIndexes() {
+	s.idx, s.tidx = indexFile{trunc: true}, indexFile{trunc: true}
 }
 
+// sync makes the segment durable: the index entries not yet in their
+// files written, then the .log and every index file with unsynced entries
+// fsynced.
 func (s *segment) sync() error {
-	for _, f := range []file{s.log, s.idx, s.tidx} {
-		if err := f.Sync(); err != nil {
-			return fmt.Errorf("syncing %s: %w", f.Name(), err)
-		}
+	fs, err := s.putIndexes(true)
+	if err == nil {
+		err = syncFiles(append([]file{s.log}, fs...))
 	}
+	if cerr := closeAll(fs); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	s.idx.synced, s.tidx.synced = s.idx.written, s.tidx.written
 	return nil
 }
 
-// seal makes the segment inactive: the final time-index entry, then fsync
-// of all four files (LogSegment.onBecomeInactiveSegment + flush on roll).
-// Only here is the .txnindex fsynced: Open rebuilds the active segment's
-// from its batches, and trusts a sealed one's.
+// seal makes the segment inactive: the final time-index entry, then
+// everything fsynced, the .txnindex too, created if the segment had no
+// aborted transaction (LogSegment.onBecomeInactiveSegment + flush on
+// roll). Only here is the .txnindex fsynced: Open rebuilds the active
+// segment's from its batches, and trusts a sealed one's. The caller
+// fsyncs the directory (the .txnindex may be new).
 func (s *segment) seal() error {
 	if !s.sealed {
 		s.ix.seal()
-		if err := s.writeIndexes(); err != nil {
-			return err
-		}
 		s.sealed = true
 	}
 	if err := s.sync(); err != nil {
 		return err
 	}
-	if err := s.txnf.Sync(); err != nil {
-		return fmt.Errorf("syncing %s: %w", s.txnf.Name(), err)
+	if s.txnf.written == 0 && !s.txnf.trunc {
+		s.txnf.trunc = true // create it, empty
 	}
-	return nil
+	f, err := s.putTxnIndex(true)
+	if f == nil || err != nil {
+		if f != nil {
+			f.Close()
+		}
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("syncing %s: %w", f.Name(), err)
+	}
+	s.txnf.synced = s.txnf.written
+	return f.Close()
 }
 
 // unseal makes a sealed segment active again after a truncation cut into
@@ -424,7 +506,11 @@ func (s *segment) resume(rp recoveryPoint, fileSize int64) bool {
 	}
 	s.ix.maxTs, s.ix.maxTsOffset = rp.maxTs, rp.maxTsOffset
 	s.next, s.firstTs, s.lastEpoch = rp.next, rp.firstTs, int32(rp.lastEpoch)
-	s.idxWritten, s.tidxWritten = len(offs), len(times)
+	// Durable up to the point (it promises that); the files may hold
+	// more (Close's final time entry, a torn tail's): cut at the next
+	// write.
+	s.idx = indexFile{written: len(offs), synced: len(offs), trunc: int64(len(ib)) > rp.nOff*offsetEntrySize}
+	s.tidx = indexFile{written: len(times), synced: len(times), trunc: int64(len(tb)) > rp.nTime*timeEntrySize}
 	return true
 }
 
@@ -490,7 +576,8 @@ func (s *segment) loadIndexes(logSize int64) (ok bool, err error) {
 	if n := len(times); n > 0 {
 		s.ix.maxTs, s.ix.maxTsOffset = times[n-1].ts, s.base+int64(times[n-1].rel)
 	}
-	s.idxWritten, s.tidxWritten = len(offs), len(times)
+	s.idx = indexFile{written: len(offs), synced: len(offs)}
+	s.tidx = indexFile{written: len(times), synced: len(times)}
 	s.next, s.sealed = next, true
 	return true, nil
 }
@@ -517,9 +604,9 @@ func (s *segment) findPosition(offset int64) (pos int64, h batch.Header, found b
 	return end, h, false, nil
 }
 
-// truncateAt cuts the .log at pos (a batch boundary), rebuilds the
-// in-memory index from the remaining headers and rewrites the index
-// files. The segment becomes active again.
+// truncateAt cuts the .log at pos (a batch boundary) and rebuilds the
+// in-memory index from the remaining headers; the caller's sync rewrites
+// the index files. The segment becomes active again.
 func (s *segment) truncateAt(pos int64) error {
 	if err := s.log.Truncate(pos); err != nil {
 		return fmt.Errorf("truncating %s to %d: %w", s.path(logSuffix), pos, err)
@@ -528,5 +615,6 @@ func (s *segment) truncateAt(pos int64) error {
 		return fmt.Errorf("re-indexing %s: %w", s.path(logSuffix), err)
 	}
 	s.unseal()
-	return s.rewriteIndexes()
+	s.rewriteIndexes()
+	return nil
 }

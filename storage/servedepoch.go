@@ -17,14 +17,19 @@ const ServedEpochFile = "kfollower-served-epoch"
 // local truncation (so a downstream reader that read what the copy then
 // lost is fenced and asks OffsetsForLeaderEpoch, KIP-320).
 //
-// It only goes up, and a value is durable before Epoch returns it: after a
-// crash the file holds the last value Epoch returned, or a later one
-// whose Raise had not returned yet. One goroutine raises it; Epoch is safe
-// beside it from any goroutine.
+// It only goes up, and a value above 0 is durable before Epoch returns it:
+// after a crash the file holds the last such value Epoch returned, or a
+// later one whose Raise had not returned yet. 0, the floor a server raises
+// every partition to when it opens its log, is not written while no file
+// holds an epoch: a missing file reads as -1, and the server raises it to
+// 0 again before it serves anything, so no reader ever sees it go down;
+// writing it cost a first start-up two fsyncs per partition. One
+// goroutine raises it; Epoch is safe beside it from any goroutine.
 type ServedEpoch struct {
-	fsys  fileSystem
-	dir   string
-	epoch atomic.Int32
+	fsys   fileSystem
+	dir    string
+	epoch  atomic.Int32
+	onDisk bool // the file holds an epoch (the raiser's)
 }
 
 // OpenServedEpoch reads dir's served epoch; without the file it is -1
@@ -48,6 +53,7 @@ func openServedEpoch(fsys fileSystem, dir string) (*ServedEpoch, error) {
 		return nil, fmt.Errorf("reading %s: %w (delete it to serve from the log's latest epoch, bumped)", path, err)
 	}
 	s.epoch.Store(e)
+	s.onDisk = true
 	return s, nil
 }
 
@@ -55,16 +61,22 @@ func openServedEpoch(fsys fileSystem, dir string) (*ServedEpoch, error) {
 func (s *ServedEpoch) Epoch() int32 { return s.epoch.Load() }
 
 // Raise makes epoch the served epoch if it is higher, durably (written
-// atomically, fsynced) before Epoch returns it. On error the served epoch
-// is unchanged, in memory and on disk.
+// atomically, fsynced) before Epoch returns it, but for 0 while no file
+// holds an epoch (ServedEpoch). On error the served epoch is unchanged, in
+// memory and on disk.
 func (s *ServedEpoch) Raise(epoch int32) error {
 	if epoch <= s.epoch.Load() {
+		return nil
+	}
+	if epoch == 0 && !s.onDisk {
+		s.epoch.Store(0)
 		return nil
 	}
 	if err := writeFileAtomic(s.fsys, s.dir, ServedEpochFile, formatServedEpoch(epoch)); err != nil {
 		return fmt.Errorf("raising the served leader epoch to %d: %w", epoch, err)
 	}
 	s.epoch.Store(epoch)
+	s.onDisk = true
 	return nil
 }
 

@@ -124,3 +124,39 @@ func TestServedEpochFailedRaiseKeepsTheOldEpoch(t *testing.T) {
 		t.Fatalf("reopened after a failed raise: epoch %d, want 5", got)
 	}
 }
+
+// 0, the floor every open raises a partition to, costs no write while no
+// file holds an epoch: a missing file reads as -1, which the server raises
+// to 0 again. Any higher epoch is written, and from then on 0 could not be
+// raised to anyway.
+func TestServedEpochZeroIsNotWritten(t *testing.T) {
+	dir := "/data/t-0"
+	fsys := newMemFS()
+	if err := mkdirAllSynced(fsys, dir); err != nil {
+		t.Fatal(err)
+	}
+	s, err := openServedEpoch(fsys, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops := fsys.ops
+	if err := s.Raise(0); err != nil {
+		t.Fatal(err)
+	}
+	if s.Epoch() != 0 || fsys.ops != ops {
+		t.Fatalf("Raise(0) on a new partition: epoch %d, %d file system changes; want 0, none", s.Epoch(), fsys.ops-ops)
+	}
+	if r, err := openServedEpoch(fsys, dir); err != nil {
+		t.Fatal(err)
+	} else if r.Epoch() != -1 {
+		t.Fatalf("reopened: epoch %d, want -1 (none on disk)", r.Epoch())
+	}
+	if err := s.Raise(2); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := openServedEpoch(fsys.crashImage(nil), dir); err != nil {
+		t.Fatal(err)
+	} else if r.Epoch() != 2 {
+		t.Fatalf("after Raise(2) and a crash: epoch %d, want 2", r.Epoch())
+	}
+}

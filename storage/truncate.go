@@ -162,6 +162,16 @@ func (l *Log) runTruncation(in intent, lost Lost) error {
 	l.truncations.Add(1)
 	what := func(err error) error { return fmt.Errorf("truncating %s (%s): %w", l.tp(), in, err) }
 	l.nextGen()
+	// What the truncation makes durable must not sit in a directory a
+	// crash can still take (a log opened empty).
+	if err := l.settle(); err != nil {
+		return l.fail(what(err))
+	}
+	// The truncation writes a recovery point before it rewrites the
+	// checkpoint (truncateSegments): the epochs it keeps must be durable.
+	if err := l.syncEpochs(); err != nil {
+		return l.fail(what(err))
+	}
 	if !in.full && l.durable < l.leoLocked() {
 		// With an intent on disk, recovery trusts no recovery point and
 		// re-reads the active segment whole; bytes a power loss could have

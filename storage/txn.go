@@ -416,7 +416,7 @@ func (l *Log) createSegment(base int64) (*segment, error) {
 	if err := writeFileAtomic(l.fsys, l.dir, segmentName(base, txnStateSuffix), formatTxnState(l.txns)); err != nil {
 		return nil, err
 	}
-	return createSegment(l.fsys, l.dir, base, l.opts.IndexIntervalBytes, l.opts.Now())
+	return createSegment(l.fsys, l.dir, base, l.opts.IndexIntervalBytes, l.opts.Now(), true)
 }
 
 // reloadActiveTxns rebuilds the active segment's .txnindex and the open
@@ -434,8 +434,10 @@ func (l *Log) reloadActiveTxns() error {
 		if st, err = txnStateAt(l.fsys, l.ident, l.dir, l.segs, i); err != nil {
 			return err
 		}
-		if err := writeFileAtomic(l.fsys, l.dir, segmentName(s.base, txnStateSuffix), formatTxnState(st)); err != nil {
-			return err
+		if !l.unsettled { // else settle writes it
+			if err := writeFileAtomic(l.fsys, l.dir, segmentName(s.base, txnStateSuffix), formatTxnState(st)); err != nil {
+				return err
+			}
 		}
 	}
 	open, es, _, err := scanTxns(l.ident, s, s.size(), st)
@@ -445,8 +447,9 @@ func (l *Log) reloadActiveTxns() error {
 	l.txns, l.recent = open, nil
 	data, err := l.fsys.ReadFile(s.path(txnIndexSuffix))
 	s.txns = es
-	if err == nil && bytes.Equal(data, encodeTxnIndex(es)) {
-		s.txnWritten = len(es)
+	// A missing file is the empty index: created on demand (segment).
+	if (err == nil && bytes.Equal(data, encodeTxnIndex(es))) || (isNotExist(err) && len(es) == 0) {
+		s.txnf = indexFile{written: len(es)}
 		return nil
 	}
 	return s.rewriteTxnIndex()
