@@ -37,6 +37,11 @@ type Options struct {
 	// the layout's three brokers. They hold nothing until a test moves
 	// partitions onto them (Reassign): a new broker joining the cluster.
 	ExtraBrokers int
+	// BrokerHeapMB is each broker JVM's maximum heap in MiB (-Xmx; -Xms
+	// is half of it); 0 is 512. A broker holds per-partition state on the
+	// heap (a Partition, its UnifiedLog and segments, replica fetcher
+	// state): thousands of partitions need more (bench/scale_test.go).
+	BrokerHeapMB int
 }
 
 // Cluster is a running test cluster: JVMs started by this process, or an
@@ -123,7 +128,7 @@ func start(t testing.TB, opts Options) (*Cluster, error) {
 	}
 	next := func() int { p := ports[0]; ports = ports[1:]; return p }
 	for _, id := range ids {
-		n := &Node{ID: id, broker: true, controller: opts.Layout == Combined && !extra[id], lib: lib, rel: rel}
+		n := &Node{ID: id, broker: true, controller: opts.Layout == Combined && !extra[id], lib: lib, rel: rel, heapMB: opts.BrokerHeapMB}
 		n.Port = next()
 		if n.controller {
 			n.ControllerPort = next()

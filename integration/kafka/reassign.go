@@ -36,7 +36,63 @@ func (c *Cluster) Reassign(ctx context.Context, topic string, replicas map[int32
 				msgs = append(msgs, fmt.Sprintf("%d: %s", r.Partition, r.ErrMessage))
 			}
 		})
+		if len(replicas) > 10 {
+			c.t.Fatalf("reassigning %d partitions of %s: %v %v", len(replicas), topic, err, msgs)
+		}
 		c.t.Fatalf("reassigning %s onto %v: %v %v", topic, replicas, err, msgs)
+	}
+}
+
+// ElectPreferredAll moves the leadership of each of partitions of topic to
+// its first replica with one ElectLeaders(PREFERRED) request (KIP-460),
+// asking again for those whose preferred replica is not yet eligible, and
+// returns once the controller has elected every one (or found it led by
+// its preferred replica already: ELECTION_NOT_NEEDED). The controller
+// answers once the elections are committed to the metadata log
+// (ReplicationControlManager.electLeaders); the brokers take over later,
+// as each applies the change. After a reorder of the replicas by Reassign
+// (the same set in another order is no data movement: the controller only
+// rewrites the order, KRaft's changePartitionReassignment), this moves
+// every leader without stopping a broker.
+func (c *Cluster) ElectPreferredAll(ctx context.Context, topic string, partitions []int32) {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	left := partitions
+	var last error
+	for len(left) > 0 {
+		set := kadm.TopicsSet{}
+		set.Add(topic, left...)
+		res, err := c.Admin().ElectLeaders(ctx, kadm.ElectPreferredReplica, set)
+		if err != nil {
+			last = err
+			if !isRetriableNet(err) && !errors.Is(err, kerr.RequestTimedOut) {
+				c.t.Fatalf("electing the preferred leaders of %d partitions of %s: %v", len(left), topic, err)
+			}
+		} else {
+			var again []int32
+			for _, p := range left {
+				r, ok := res[topic][p]
+				switch {
+				case !ok:
+					again, last = append(again, p), fmt.Errorf("no answer for %s-%d", topic, p)
+				case r.Err == nil || errors.Is(r.Err, kerr.ElectionNotNeeded):
+				case errors.Is(r.Err, kerr.PreferredLeaderNotAvailable) || errors.Is(r.Err, kerr.RequestTimedOut):
+					again, last = append(again, p), r.Err
+				default:
+					c.t.Fatalf("electing the preferred leader of %s-%d: %v", topic, p, r.Err)
+				}
+			}
+			left = again
+			if len(left) == 0 {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			c.t.Fatalf("electing the preferred leaders of %s: %v with %d partitions left (last: %v)", topic, ctx.Err(), len(left), last)
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
 }
 
