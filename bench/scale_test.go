@@ -129,7 +129,7 @@ func benchScale(b *testing.B, partitions int, idle time.Duration, clusterOnly bo
 		}
 	}
 	began := time.Now()
-	c := kafka.Start(b, kafka.Options{NeedsFaults: true, BrokerHeapMB: scaleHeapMB(partitions)})
+	c := kafka.Start(b, kafka.Options{NeedsFaults: true, BrokerHeapMB: scaleHeapMB(partitions), StopTimeout: 5 * time.Minute})
 	b.Logf("cluster started in %v (broker heap %d MiB); load average %s", time.Since(began).Round(time.Millisecond), scaleHeapMB(partitions), loadAverage())
 	const topic = "many"
 	assign := make([][]int32, partitions)
@@ -140,7 +140,11 @@ func benchScale(b *testing.B, partitions int, idle time.Duration, clusterOnly bo
 	c.CreateTopic(ctx, topic, assign, nil)
 	createdIn := time.Since(created)
 	produced := time.Now()
-	cl := c.Client(kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	// A broker may answer the producer's first Metadata before it has
+	// applied every new partition; kgo waits MetadataMinAge (5 s) before
+	// asking again, which made this step seconds long even at 200
+	// partitions.
+	cl := c.Client(kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.MetadataMinAge(100*time.Millisecond))
 	var rs []*kgo.Record
 	for p := range partitions {
 		rs = append(rs, &kgo.Record{Partition: int32(p), Value: []byte("x")})
@@ -335,11 +339,17 @@ func (mv scaleMove) measure(ctx context.Context, name, what string, want []newLe
 		verdict <- judged{t, err}
 	}()
 	// If move fails, its Fatal ends only that goroutine, but marks the
-	// benchmark failed; the waits below then end at their deadlines.
+	// benchmark failed: the judge then stops, and kfollower's wait ends
+	// at its deadline.
 	var moveTook time.Duration
 	moveDone := make(chan struct{})
 	go func() {
 		defer close(moveDone)
+		defer func() {
+			if b.Failed() {
+				cancel()
+			}
+		}()
 		move()
 		moveTook = time.Since(moved)
 	}()

@@ -12,17 +12,21 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// maxPartitionsPerRequest is the most partitions one CreateTopics or
-// CreatePartitions request may create: the controller refuses more with
-// POLICY_VIOLATION "Excessively large number of partitions per request"
-// (ReplicationControlManager.validateTotalNumberOfPartitions, 10,000).
-const maxPartitionsPerRequest = 10_000
+// maxPartitionsPerRequest is the most partitions CreateTopic creates with
+// one request. The controller writes a topic's creation (a TopicRecord, a
+// record per config and a PartitionRecord per partition) as one atomic
+// batch and refuses one of more than 10,000 records with POLICY_VIOLATION
+// "Unable to perform excessively large batch operation"
+// (QuorumController.MAX_RECORDS_PER_USER_OP), so 10,000 partitions do not
+// fit in one CreateTopics; it also refuses more than 10,000 partitions in
+// one request (ReplicationControlManager.validateTotalNumberOfPartitions).
+const maxPartitionsPerRequest = 5_000
 
 // CreateTopic creates topic with an explicit replica assignment (partition i
 // on assignment[i], the first replica preferred leader) and configs, and
-// waits until every partition has a leader with its full ISR. Past 10,000
-// partitions it creates the topic with the first 10,000 and adds the rest
-// with CreatePartitions, 10,000 at a time. A topic of more than 1,000
+// waits until every partition has a leader with its full ISR. Past 5,000
+// partitions it creates the topic with the first 5,000 and adds the rest
+// with CreatePartitions (KIP-195), 5,000 at a time. A topic of more than 1,000
 // partitions logs how long each step took.
 func (c *Cluster) CreateTopic(ctx context.Context, topic string, assignment [][]int32, configs map[string]string) {
 	c.t.Helper()
