@@ -47,8 +47,12 @@ func (t takeover) String() string {
 	}
 	sort.Strings(rs)
 	sort.Strings(as)
-	return fmt.Sprintf("every new leader answered at its new epoch by %v (the last one still did not at %v); probes per broker [%s], answers %s",
-		ok.Round(time.Millisecond), notYet.Round(time.Millisecond), strings.Join(rs, " "), strings.Join(as, " "))
+	// How the take-over spread over time: a broker applies a leader
+	// change partition by partition (ReplicaManager.applyDelta).
+	sorted := slices.Sorted(slices.Values(t.okAt))
+	q := func(f float64) time.Duration { return sorted[int(f*float64(len(sorted)-1))].Round(time.Millisecond) }
+	return fmt.Sprintf("new leaders answering at their new epoch: the first by %v, half by %v, 90%% by %v, all by %v (the last one still did not at %v); probes per broker [%s], answers %s",
+		q(0), q(0.5), q(0.9), ok.Round(time.Millisecond), notYet.Round(time.Millisecond), strings.Join(rs, " "), strings.Join(as, " "))
 }
 
 // judgeTakeover is an outside judge of when the cluster has finished
