@@ -27,7 +27,11 @@ const maxPartitionsPerRequest = 5_000
 // waits until every partition has a leader with its full ISR. Past 5,000
 // partitions it creates the topic with the first 5,000 and adds the rest
 // with CreatePartitions (KIP-195), 5,000 at a time. A topic of more than 1,000
-// partitions logs how long each step took.
+// partitions logs how long each step took. The wait reads the brokers'
+// metadata (DescribeTopicPartitions), which a broker updates before its
+// replica manager creates the logs (BrokerMetadataPublisher.onMetadataUpdate):
+// at thousands of partitions a first produce with acks=all waits many
+// seconds more, until every replica's log exists and fetches.
 func (c *Cluster) CreateTopic(ctx context.Context, topic string, assignment [][]int32, configs map[string]string) {
 	c.t.Helper()
 	began := time.Now()
