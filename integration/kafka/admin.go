@@ -12,16 +12,35 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
+// maxPartitionsPerRequest is the most partitions CreateTopic creates with
+// one request. The controller writes a topic's creation (a TopicRecord, a
+// record per config and a PartitionRecord per partition) as one atomic
+// batch and refuses one of more than 10,000 records with POLICY_VIOLATION
+// "Unable to perform excessively large batch operation"
+// (QuorumController.MAX_RECORDS_PER_USER_OP), so 10,000 partitions do not
+// fit in one CreateTopics; it also refuses more than 10,000 partitions in
+// one request (ReplicationControlManager.validateTotalNumberOfPartitions).
+const maxPartitionsPerRequest = 5_000
+
 // CreateTopic creates topic with an explicit replica assignment (partition i
 // on assignment[i], the first replica preferred leader) and configs, and
-// waits until every partition has a leader with its full ISR.
+// waits until every partition has a leader with its full ISR. Past 5,000
+// partitions it creates the topic with the first 5,000 and adds the rest
+// with CreatePartitions (KIP-195), 5,000 at a time. A topic of more than 1,000
+// partitions logs how long each step took. The wait reads the brokers'
+// metadata (DescribeTopicPartitions), which a broker updates before its
+// replica manager creates the logs (BrokerMetadataPublisher.onMetadataUpdate):
+// at thousands of partitions a first produce with acks=all waits many
+// seconds more, until every replica's log exists and fetches.
 func (c *Cluster) CreateTopic(ctx context.Context, topic string, assignment [][]int32, configs map[string]string) {
 	c.t.Helper()
+	began := time.Now()
+	first := assignment[:min(len(assignment), maxPartitionsPerRequest)]
 	req := kmsg.NewPtrCreateTopicsRequest()
 	rt := kmsg.NewCreateTopicsRequestTopic()
 	rt.Topic = topic
 	rt.NumPartitions, rt.ReplicationFactor = -1, -1 // given by the assignment
-	for p, replicas := range assignment {
+	for p, replicas := range first {
 		a := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
 		a.Partition, a.Replicas = int32(p), replicas
 		rt.ReplicaAssignment = append(rt.ReplicaAssignment, a)
@@ -32,7 +51,7 @@ func (c *Cluster) CreateTopic(ctx context.Context, topic string, assignment [][]
 		rt.Configs = append(rt.Configs, cfg)
 	}
 	req.Topics = append(req.Topics, rt)
-	req.TimeoutMillis = 30_000
+	req.TimeoutMillis = 60_000
 	resp, err := req.RequestWith(ctx, c.adminClient())
 	if err != nil {
 		c.t.Fatalf("creating topic %s: %v", topic, err)
@@ -46,10 +65,206 @@ func (c *Cluster) CreateTopic(ctx context.Context, topic string, assignment [][]
 			c.t.Fatalf("creating topic %s: %v %s", topic, err, msg)
 		}
 	}
-	for p, replicas := range assignment {
-		c.WaitPartition(ctx, topic, int32(p), fmt.Sprintf("a leader and ISR %v", replicas), func(s PartitionState) bool {
-			return s.Leader >= 0 && sameSet(s.ISR, replicas)
-		})
+	for done := len(first); done < len(assignment); {
+		more := assignment[done:min(len(assignment), done+maxPartitionsPerRequest)]
+		c.addPartitions(ctx, topic, done+len(more), more)
+		done += len(more)
+	}
+	created := time.Since(began)
+	c.WaitTopic(ctx, topic, len(assignment), "a leader and its full ISR", func(p int32, s PartitionState) bool {
+		return s.Leader >= 0 && sameSet(s.ISR, assignment[p])
+	})
+	if len(assignment) > 1000 {
+		c.t.Logf("kafka harness: created %s with %d partitions in %v (the controller accepted it after %v; every leader and full ISR, seen by every live broker, %v later)",
+			topic, len(assignment), time.Since(began).Round(time.Millisecond), created.Round(time.Millisecond), (time.Since(began) - created).Round(time.Millisecond))
+	}
+}
+
+// addPartitions grows topic to total partitions, the new ones on replicas
+// (CreatePartitions, KIP-195).
+func (c *Cluster) addPartitions(ctx context.Context, topic string, total int, replicas [][]int32) {
+	c.t.Helper()
+	req := kmsg.NewPtrCreatePartitionsRequest()
+	rt := kmsg.NewCreatePartitionsRequestTopic()
+	rt.Topic, rt.Count = topic, int32(total)
+	for _, rs := range replicas {
+		a := kmsg.NewCreatePartitionsRequestTopicAssignment()
+		a.Replicas = rs
+		rt.Assignment = append(rt.Assignment, a)
+	}
+	req.Topics = append(req.Topics, rt)
+	req.TimeoutMillis = 60_000
+	resp, err := req.RequestWith(ctx, c.adminClient())
+	if err != nil {
+		c.t.Fatalf("adding partitions to %s (to %d): %v", topic, total, err)
+	}
+	for _, t := range resp.Topics {
+		if err := kerr.ErrorForCode(t.ErrorCode); err != nil {
+			msg := ""
+			if t.ErrorMessage != nil {
+				msg = *t.ErrorMessage
+			}
+			c.t.Fatalf("adding partitions to %s (to %d): %v %s", topic, total, err, msg)
+		}
+	}
+}
+
+// Topic asks the cluster for the state of every partition of topic, in
+// partition order. An answer holds at most ResponsePartitionLimit
+// partitions (2,000 by default) and a cursor for the rest, so it pages
+// until the cursor is null (KIP-966, DescribeTopicPartitionsRequestHandler).
+// On a cluster the harness started it asks every live broker and fails
+// unless they agree, as Partition does.
+func (c *Cluster) Topic(ctx context.Context, topic string) ([]PartitionState, error) {
+	views, err := c.topicViews(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	first := views[0]
+	for _, v := range views[1:] {
+		if len(v.states) != len(first.states) {
+			return nil, fmt.Errorf("brokers disagree on %s: %d sees %d partitions, %d sees %d", topic, first.id, len(first.states), v.id, len(v.states))
+		}
+		for p, s := range v.states {
+			if s.String() != first.states[p].String() {
+				return nil, fmt.Errorf("brokers disagree on %s-%d: %d says %v, %d says %v", topic, p, first.id, first.states[p], v.id, s)
+			}
+		}
+	}
+	return first.states, nil
+}
+
+// topicView is one broker's answer for every partition of a topic (id -1:
+// the external cluster's, from any broker).
+type topicView struct {
+	id     int32
+	states []PartitionState
+}
+
+// topicViews asks each live, unpaused broker (any broker of an external
+// cluster) for every partition of topic.
+func (c *Cluster) topicViews(ctx context.Context, topic string) ([]topicView, error) {
+	if c.external != nil {
+		s, err := c.topicFrom(ctx, -1, topic)
+		return []topicView{{-1, s}}, err
+	}
+	var views []topicView
+	for _, n := range c.Brokers() {
+		if !n.wantUp() || n.isPaused() {
+			continue
+		}
+		s, err := c.topicFrom(ctx, n.ID, topic)
+		if err != nil {
+			return nil, err
+		}
+		views = append(views, topicView{n.ID, s})
+	}
+	if len(views) == 0 {
+		return nil, fmt.Errorf("describing %s: no live broker", topic)
+	}
+	return views, nil
+}
+
+// topicFrom pages DescribeTopicPartitions for topic from broker id (any
+// broker if -1), and returns the states indexed by partition.
+func (c *Cluster) topicFrom(ctx context.Context, id int32, topic string) ([]PartitionState, error) {
+	var states []PartitionState
+	var cursor *kmsg.DescribeTopicPartitionsRequestCursor
+	for {
+		req := kmsg.NewPtrDescribeTopicPartitionsRequest()
+		rt := kmsg.NewDescribeTopicPartitionsRequestTopic()
+		rt.Topic = topic
+		req.Topics = append(req.Topics, rt)
+		req.ResponsePartitionLimit = 2000
+		req.Cursor = cursor
+		resp, err := c.describe(ctx, id, req)
+		if err != nil {
+			return nil, fmt.Errorf("describing %s from partition %d: %w", topic, len(states), err)
+		}
+		for _, t := range resp.Topics {
+			if err := kerr.ErrorForCode(t.ErrorCode); err != nil {
+				return nil, fmt.Errorf("describing %s: %w", topic, err)
+			}
+			for _, p := range t.Partitions {
+				if int(p.Partition) != len(states) {
+					return nil, fmt.Errorf("describing %s: partition %d where %d was due", topic, p.Partition, len(states))
+				}
+				if err := kerr.ErrorForCode(p.ErrorCode); err != nil && !errors.Is(err, kerr.LeaderNotAvailable) {
+					return nil, fmt.Errorf("describing %s-%d: %w", topic, p.Partition, err)
+				}
+				states = append(states, stateOf(p))
+			}
+		}
+		// The next page starts at the cursor's partition; null when the
+		// answer held the topic's last one.
+		if resp.NextCursor == nil || resp.NextCursor.Topic != topic {
+			return states, nil
+		}
+		next := kmsg.NewDescribeTopicPartitionsRequestCursor()
+		next.Topic, next.Partition = topic, resp.NextCursor.Partition
+		cursor = &next
+	}
+}
+
+// describe sends req to broker id (any broker if -1).
+func (c *Cluster) describe(ctx context.Context, id int32, req *kmsg.DescribeTopicPartitionsRequest) (*kmsg.DescribeTopicPartitionsResponse, error) {
+	if id < 0 {
+		return req.RequestWith(ctx, c.adminClient())
+	}
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	r, err := c.adminClient().Broker(int(id)).Request(rctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("on broker %d: %w", id, err)
+	}
+	return r.(*kmsg.DescribeTopicPartitionsResponse), nil
+}
+
+func stateOf(p kmsg.DescribeTopicPartitionsResponseTopicPartition) PartitionState {
+	return PartitionState{
+		Leader: p.LeaderID, LeaderEpoch: p.LeaderEpoch,
+		Replicas: p.Replicas, ISR: p.ISR, ELR: p.EligibleLeaderReplicas,
+		LastKnownELR: p.LastKnownELR, Offline: p.OfflineReplicas,
+	}
+}
+
+// WaitTopic polls until every one of the n partitions of topic meets cond
+// in the view of every live broker (each pages through the whole topic),
+// and returns the states that met it. It fails the test at ctx's deadline,
+// or after a minute plus 30 ms per partition (a broker creating 10,000
+// logs on a loaded 2-core machine takes minutes), naming what it waited
+// for and how many partitions met it.
+func (c *Cluster) WaitTopic(ctx context.Context, topic string, n int, what string, cond func(partition int32, s PartitionState) bool) []PartitionState {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, time.Minute+time.Duration(n)*30*time.Millisecond)
+	defer cancel()
+	var last string
+	for {
+		views, err := c.topicViews(ctx, topic)
+		if err == nil {
+			last = ""
+			for _, v := range views {
+				ok := 0
+				for p, s := range v.states {
+					if cond(int32(p), s) {
+						ok++
+					}
+				}
+				if ok != n || len(v.states) != n {
+					last += fmt.Sprintf("broker %d: %d of %d partitions (of %d) have it; ", v.id, ok, n, len(v.states))
+				}
+			}
+			if last == "" {
+				return views[0].states
+			}
+		} else {
+			last = err.Error()
+		}
+		select {
+		case <-ctx.Done():
+			c.t.Fatalf("waiting for every partition of %s to have %s: %v; last seen: %s", topic, what, ctx.Err(), last)
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
 }
 
@@ -114,21 +329,9 @@ func (c *Cluster) partitionFrom(ctx context.Context, id int32, topic string, par
 	cursor := kmsg.NewDescribeTopicPartitionsRequestCursor()
 	cursor.Topic, cursor.Partition = topic, partition
 	req.Cursor, req.ResponsePartitionLimit = &cursor, 1
-	var resp *kmsg.DescribeTopicPartitionsResponse
-	if id < 0 {
-		r, err := req.RequestWith(ctx, c.adminClient())
-		if err != nil {
-			return PartitionState{}, fmt.Errorf("describing %s-%d: %w", topic, partition, err)
-		}
-		resp = r
-	} else {
-		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		r, err := c.adminClient().Broker(int(id)).Request(rctx, req)
-		cancel()
-		if err != nil {
-			return PartitionState{}, fmt.Errorf("describing %s-%d on broker %d: %w", topic, partition, id, err)
-		}
-		resp = r.(*kmsg.DescribeTopicPartitionsResponse)
+	resp, err := c.describe(ctx, id, req)
+	if err != nil {
+		return PartitionState{}, fmt.Errorf("describing %s-%d: %w", topic, partition, err)
 	}
 	for _, t := range resp.Topics {
 		if err := kerr.ErrorForCode(t.ErrorCode); err != nil {
@@ -141,11 +344,7 @@ func (c *Cluster) partitionFrom(ctx context.Context, id int32, topic string, par
 			if err := kerr.ErrorForCode(p.ErrorCode); err != nil && !errors.Is(err, kerr.LeaderNotAvailable) {
 				return PartitionState{}, fmt.Errorf("describing %s-%d: %w", topic, partition, err)
 			}
-			return PartitionState{
-				Leader: p.LeaderID, LeaderEpoch: p.LeaderEpoch,
-				Replicas: p.Replicas, ISR: p.ISR, ELR: p.EligibleLeaderReplicas,
-				LastKnownELR: p.LastKnownELR, Offline: p.OfflineReplicas,
-			}, nil
+			return stateOf(p), nil
 		}
 	}
 	return PartitionState{}, fmt.Errorf("describing %s-%d: partition not in the answer", topic, partition)

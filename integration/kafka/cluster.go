@@ -37,6 +37,15 @@ type Options struct {
 	// the layout's three brokers. They hold nothing until a test moves
 	// partitions onto them (Reassign): a new broker joining the cluster.
 	ExtraBrokers int
+	// BrokerHeapMB is each broker JVM's maximum heap in MiB (-Xmx; -Xms
+	// is half of it); 0 is 512. A broker holds per-partition state on the
+	// heap (a Partition, its UnifiedLog and segments, replica fetcher
+	// state): thousands of partitions need more (bench/scale_test.go).
+	BrokerHeapMB int
+	// StopTimeout bounds Stop's wait for a controlled shutdown before it
+	// kills the node and fails the test; 0 is 60 s. A broker leading
+	// 10,000 partitions on a loaded 2-core machine takes longer.
+	StopTimeout time.Duration
 }
 
 // Cluster is a running test cluster: JVMs started by this process, or an
@@ -46,6 +55,7 @@ type Cluster struct {
 	Dir      string
 	Version  string
 	nodes    []*Node // brokers first, in id order, then a controller-only node
+	stopWait time.Duration
 	external []string
 
 	adminOnce sync.Once
@@ -98,7 +108,10 @@ func start(t testing.TB, opts Options) (*Cluster, error) {
 	if d := time.Since(waited); d > time.Second {
 		t.Logf("kafka harness: waited %v for the machine-wide cluster lock", d.Round(100*time.Millisecond))
 	}
-	c := &Cluster{t: t, Dir: t.TempDir(), Version: version}
+	c := &Cluster{t: t, Dir: t.TempDir(), Version: version, stopWait: opts.StopTimeout}
+	if c.stopWait == 0 {
+		c.stopWait = 60 * time.Second
+	}
 	// Registered before any JVM starts, so every later failure tears down.
 	t.Cleanup(c.teardown)
 
@@ -123,7 +136,7 @@ func start(t testing.TB, opts Options) (*Cluster, error) {
 	}
 	next := func() int { p := ports[0]; ports = ports[1:]; return p }
 	for _, id := range ids {
-		n := &Node{ID: id, broker: true, controller: opts.Layout == Combined && !extra[id], lib: lib, rel: rel}
+		n := &Node{ID: id, broker: true, controller: opts.Layout == Combined && !extra[id], lib: lib, rel: rel, heapMB: opts.BrokerHeapMB}
 		n.Port = next()
 		if n.controller {
 			n.ControllerPort = next()

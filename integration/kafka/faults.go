@@ -3,7 +3,6 @@ package kafka
 import (
 	"context"
 	"syscall"
-	"time"
 )
 
 // Fault controls. Each fails the test on error, and each needs a cluster the
@@ -35,12 +34,13 @@ func (c *Cluster) Kill(id int32) {
 }
 
 // Stop SIGTERMs node id (a controlled shutdown: leadership moves first) and
-// waits for it to exit. It needs a live metadata quorum.
+// waits for it to exit (Options.StopTimeout, killing it after). It needs a
+// live metadata quorum.
 func (c *Cluster) Stop(id int32) {
 	c.t.Helper()
 	n := c.Node(id)
 	n.setDown(true)
-	if err := n.stop(60 * time.Second); err != nil {
+	if err := n.stop(c.stopWait); err != nil {
 		c.t.Fatal(err)
 	}
 }

@@ -2,7 +2,9 @@ package kafka_test
 
 import (
 	"context"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/kfollower/kfollower/integration/kafka"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -130,20 +132,69 @@ func checkEnd(ctx context.Context, t *testing.T, c *kafka.Cluster, topic string,
 	}
 }
 
-// CreateTopic above 2,000 partitions: a DescribeTopicPartitions answer
-// holds 2,000 by default, and the harness waited for every partition's
-// leader in it, so partition 2,000 on was never found.
+// CreateTopic above 5,000 partitions, read back whole by Topic: the
+// controller takes at most 10,000 records in one atomic batch, so the
+// topic is created with 5,000 and grown by CreatePartitions; and a
+// DescribeTopicPartitions answer holds 2,000 partitions, so Topic pages
+// three times. Every partition must be there, on the replica assigned.
 func TestCreateTopicManyPartitions(t *testing.T) {
 	ctx := context.Background()
 	c := kafka.Start(t, kafka.Options{})
-	const topic, partitions = "many", 2500
+	const topic, partitions = "many", 5500
 	assign := make([][]int32, partitions)
 	for p := range assign {
 		assign[p] = []int32{1 + int32(p%3)}
 	}
 	c.CreateTopic(ctx, topic, assign, nil)
+	states, err := c.Topic(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(states) != partitions {
+		t.Fatalf("%s has %d partitions, want %d", topic, len(states), partitions)
+	}
+	for p, s := range states {
+		if want := assign[p]; !slices.Equal(s.Replicas, want) || s.Leader != want[0] {
+			t.Fatalf("partition %d: %v, want replicas and leader %v", p, s, want)
+		}
+	}
 	s := c.WaitPartition(ctx, topic, partitions-1, "a leader", func(s kafka.PartitionState) bool { return s.Leader >= 0 })
 	if want := assign[partitions-1][0]; s.Leader != want {
 		t.Fatalf("partition %d: %v, want leader %d", partitions-1, s, want)
+	}
+}
+
+// Every leader moves without a broker stopping: the replicas reordered by
+// a reassignment of the same set, then one preferred election of every
+// partition, each at the next leader epoch.
+func TestElectPreferredAll(t *testing.T) {
+	ctx := context.Background()
+	c := kafka.Start(t, kafka.Options{})
+	const topic = "moved"
+	assign := [][]int32{{1, 2, 3}, {1, 3, 2}, {2, 3, 1}, {3, 1, 2}}
+	c.CreateTopic(ctx, topic, assign, nil)
+	before, err := c.Topic(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reordered := map[int32][]int32{}
+	var all []int32
+	for p, rs := range assign {
+		reordered[int32(p)] = []int32{rs[1], rs[0], rs[2]}
+		all = append(all, int32(p))
+	}
+	c.Reassign(ctx, topic, reordered)
+	c.WaitReassigned(ctx, topic, 20*time.Millisecond)
+	c.WaitTopic(ctx, topic, len(assign), "its replicas reordered, its leader unchanged", func(p int32, s kafka.PartitionState) bool {
+		return slices.Equal(s.Replicas, reordered[p]) && s.Leader == assign[p][0]
+	})
+	c.ElectPreferredAll(ctx, topic, all)
+	after := c.WaitTopic(ctx, topic, len(assign), "its new first replica as leader", func(p int32, s kafka.PartitionState) bool {
+		return s.Leader == reordered[p][0]
+	})
+	for p, s := range after {
+		if s.LeaderEpoch != before[p].LeaderEpoch+1 {
+			t.Fatalf("partition %d: %v after the election, was %v: want the next leader epoch", p, s, before[p])
+		}
 	}
 }

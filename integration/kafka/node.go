@@ -25,6 +25,7 @@ type Node struct {
 	lib                string
 	rel                release
 	config             string // properties file
+	heapMB             int    // a broker's -Xmx in MiB; 0 is 512
 
 	mu     sync.Mutex // guards proc, down and paused
 	proc   *process
@@ -59,6 +60,9 @@ func (n *Node) jvmArgs(main string, args ...string) ([]string, error) {
 		return nil, err
 	}
 	heap := []string{"-Xms256m", "-Xmx512m"}
+	if n.broker && n.heapMB > 0 {
+		heap = []string{fmt.Sprintf("-Xms%dm", n.heapMB/2), fmt.Sprintf("-Xmx%dm", n.heapMB)}
+	}
 	if !n.broker {
 		heap = []string{"-Xms128m", "-Xmx256m"}
 	}

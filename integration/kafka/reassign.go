@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -21,23 +24,113 @@ import (
 // --throttle). WaitReassigned waits for the copy.
 func (c *Cluster) Reassign(ctx context.Context, topic string, replicas map[int32][]int32) {
 	c.t.Helper()
-	var req kadm.AlterPartitionAssignmentsReq
-	for p, rs := range replicas {
-		req.Assign(topic, p, rs)
+	// The controller writes a reassignment request as one atomic batch of
+	// at most 10,000 records (QuorumController.MAX_RECORDS_PER_USER_OP),
+	// one per partition: more go in several requests, in partition order.
+	parts := slices.Sorted(maps.Keys(replicas))
+	for len(parts) > 0 {
+		chunk := parts[:min(len(parts), maxPartitionsPerRequest)]
+		parts = parts[len(chunk):]
+		var req kadm.AlterPartitionAssignmentsReq
+		for _, p := range chunk {
+			req.Assign(topic, p, replicas[p])
+		}
+		resp, err := c.Admin().AlterPartitionAssignments(ctx, req)
+		if err == nil {
+			err = resp.Error()
+		}
+		if err != nil {
+			var msgs []string
+			resp.Each(func(r kadm.AlterPartitionAssignmentsResponse) {
+				if r.ErrMessage != "" {
+					msgs = append(msgs, fmt.Sprintf("%d: %s", r.Partition, r.ErrMessage))
+				}
+			})
+			if len(replicas) > 10 {
+				c.t.Fatalf("reassigning %d partitions of %s: %v %v", len(replicas), topic, err, msgs)
+			}
+			c.t.Fatalf("reassigning %s onto %v: %v %v", topic, replicas, err, msgs)
+		}
 	}
-	resp, err := c.Admin().AlterPartitionAssignments(ctx, req)
-	if err == nil {
-		err = resp.Error()
-	}
-	if err != nil {
-		var msgs []string
-		resp.Each(func(r kadm.AlterPartitionAssignmentsResponse) {
-			if r.ErrMessage != "" {
-				msgs = append(msgs, fmt.Sprintf("%d: %s", r.Partition, r.ErrMessage))
+}
+
+// ElectPreferredAll moves the leadership of each of partitions of topic to
+// its first replica with ElectLeaders(PREFERRED) (KIP-460), asking again
+// for those whose preferred replica is not yet eligible, and returns once
+// the controller has elected every one (or found it led by its preferred
+// replica already: ELECTION_NOT_NEEDED). The controller answers once the
+// elections are committed to the metadata log
+// (ReplicationControlManager.electLeaders); the brokers take over later,
+// as each applies the change. After a reorder of the replicas by Reassign
+// (the same set in another order is no data movement: the controller only
+// rewrites the order, KRaft's changePartitionReassignment), this moves
+// every leader without stopping a broker.
+//
+// The partitions go in requests of at most 5,000, sent together: the
+// controller splits a non-atomic result into batches of 10,000 records
+// and, when it holds an exact multiple of that, appends an empty last
+// batch, which Raft refuses; the controller then renounces its leadership
+// and answers UNKNOWN_SERVER_ERROR (QuorumController.appendRecords,
+// KAFKA-21129): 10,000 elections in one request fail so in Kafka 4.4.
+func (c *Cluster) ElectPreferredAll(ctx context.Context, topic string, partitions []int32) {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make([]error, 0, len(partitions)/maxPartitionsPerRequest+1)
+	var mu sync.Mutex
+	for chunk := range slices.Chunk(partitions, maxPartitionsPerRequest) {
+		wg.Go(func() {
+			if err := c.electPreferred(ctx, topic, chunk); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
 			}
 		})
-		c.t.Fatalf("reassigning %s onto %v: %v %v", topic, replicas, err, msgs)
 	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+func (c *Cluster) electPreferred(ctx context.Context, topic string, left []int32) error {
+	var last error
+	for len(left) > 0 {
+		set := kadm.TopicsSet{}
+		set.Add(topic, left...)
+		res, err := c.Admin().ElectLeaders(ctx, kadm.ElectPreferredReplica, set)
+		if err != nil {
+			last = err
+			if !isRetriableNet(err) && !errors.Is(err, kerr.RequestTimedOut) {
+				return fmt.Errorf("electing the preferred leaders of %d partitions of %s: %w", len(left), topic, err)
+			}
+		} else {
+			var again []int32
+			for _, p := range left {
+				r, ok := res[topic][p]
+				switch {
+				case !ok:
+					again, last = append(again, p), fmt.Errorf("no answer for %s-%d", topic, p)
+				case r.Err == nil || errors.Is(r.Err, kerr.ElectionNotNeeded):
+				case errors.Is(r.Err, kerr.PreferredLeaderNotAvailable) || errors.Is(r.Err, kerr.RequestTimedOut):
+					again, last = append(again, p), r.Err
+				default:
+					return fmt.Errorf("electing the preferred leader of %s-%d: %w", topic, p, r.Err)
+				}
+			}
+			left = again
+			if len(left) == 0 {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("electing the preferred leaders of %s: %w with %d partitions left (last: %v)", topic, ctx.Err(), len(left), last)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return nil
 }
 
 // WaitReassigned polls ListPartitionReassignments every poll until no
