@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -68,6 +69,17 @@ func (osFS) SyncDir(dir string) error {
 type osFile struct{ *os.File }
 
 func (f osFile) Sync() error { return fdatasync(f.File) }
+
+// MkdirAllSynced creates dir and its missing parents, fsyncing each
+// parent whose entry list changed: for a data directory, whose own entry
+// storage never syncs (it syncs the data directory itself, for the
+// partition directories in it, before a new log's first durable end).
+func MkdirAllSynced(dir string) error {
+	if err := mkdirAllSynced(osFS{}, dir); err != nil {
+		return fmt.Errorf("creating %s: %w", dir, err)
+	}
+	return nil
+}
 
 // mkdirAllSynced creates dir and its missing parents and fsyncs each parent
 // whose entry list changed, so a new partition directory survives a crash.

@@ -233,8 +233,10 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) (runErr error) {
 	if serveLn != nil {
 		defer serveLn.Close() // Serve closes it too; a second Close is harmless
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
-		return fmt.Errorf("creating data dir %s: %w", cfg.DataDir, err)
+	// Synced: a data directory created here and lost to a power cut with
+	// its parent's entry would take every durable byte with it.
+	if err := storage.MkdirAllSynced(cfg.DataDir); err != nil {
+		return fmt.Errorf("creating data dir: %w", err)
 	}
 	unlock, err := lockDataDir(cfg.DataDir, true)
 	if err != nil {
