@@ -3,7 +3,14 @@ package wire
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"errors"
+	"math/big"
 	"net"
 	"testing"
 	"time"
@@ -11,19 +18,31 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 )
 
 // fetchCluster is a one-broker kfake cluster holding n records of 1 KiB in
 // partition 0 of topic "t", with a kgo client on it and the topic's id.
 func fetchCluster(t *testing.T, n int) (*kfake.Cluster, *kgo.Client, TopicID) {
+	return fetchClusterTLS(t, n, nil, nil)
+}
+
+// fetchClusterTLS is fetchCluster with the broker serving TLS (server)
+// and the client trusting it (client); both nil for plaintext.
+func fetchClusterTLS(t *testing.T, n int, server, client *tls.Config) (*kfake.Cluster, *kgo.Client, TopicID) {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
+	kopts := []kfake.Opt{kfake.NumBrokers(1), kfake.SeedTopics(1, "t")}
+	copts := []kgo.Opt{kgo.DefaultProduceTopic("t"), kgo.ProducerBatchMaxBytes(64 << 10), kgo.RecordPartitioner(kgo.ManualPartitioner())}
+	if server != nil {
+		kopts = append(kopts, kfake.TLS(server))
+		copts = append(copts, kgo.DialTLSConfig(client))
+	}
+	c, err := kfake.NewCluster(kopts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic("t"),
-		kgo.ProducerBatchMaxBytes(64<<10), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	cl, err := kgo.NewClient(append(copts, kgo.SeedBrokers(c.ListenAddrs()...))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,5 +276,88 @@ func TestSkipHeader(t *testing.T) {
 	}
 	if _, err := skipHeader(append(append([]byte{}, corr...), 1, 0, 9), true); err == nil {
 		t.Fatal("a tag longer than the header was skipped")
+	}
+}
+
+// selfSigned is a certificate for 127.0.0.1 and a pool that trusts it.
+func selfSigned(t *testing.T) (tls.Certificate, *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kfake"},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+		NotBefore:   time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, pool
+}
+
+// Over TLS, the server name taken from the address, a Fetch is answered;
+// a client that does not trust the broker's certificate fails to dial.
+func TestFetchConnTLS(t *testing.T) {
+	cert, pool := selfSigned(t)
+	c, _, id := fetchClusterTLS(t, 10, &tls.Config{Certificates: []tls.Certificate{cert}}, &tls.Config{RootCAs: pool})
+	ctx := context.Background()
+	addr := c.ListenAddrs()[0]
+	if _, err := DialFetchConn(ctx, addr, FetchConnConfig{TLS: &tls.Config{}}); err == nil {
+		t.Fatal("dialled a broker whose certificate is not trusted")
+	}
+	fc, err := DialFetchConn(ctx, addr, FetchConnConfig{TLS: &tls.Config{RootCAs: pool}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fc.Close()
+	resp, buf, err := fc.Fetch(ctx, fetchFrom(id, 0, 100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer buf.Release()
+	if _, b := scanBatches(recordsOf(t, resp)); b.Records != 10 {
+		t.Fatalf("Fetch over TLS: %d records, want 10", b.Records)
+	}
+}
+
+// A broker that speaks ApiVersions only up to v2 answers v3 with
+// UNSUPPORTED_VERSION (KIP-511): the connection asks again at v0 and
+// fetches at the highest version both sides speak; one whose Fetch
+// versions end below kfollower's oldest is refused.
+func TestFetchConnVersions(t *testing.T) {
+	for _, c := range []struct {
+		apiVersions, fetch int16
+		ok                 bool
+	}{{2, 12, true}, {3, 11, true}, {2, 3, false}} {
+		vs := kversion.Stable()
+		vs.SetMaxKeyVersion(18, c.apiVersions)
+		vs.SetMaxKeyVersion(1, c.fetch)
+		kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.MaxVersions(vs))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fc, err := DialFetchConn(context.Background(), kc.ListenAddrs()[0], FetchConnConfig{})
+		switch {
+		case c.ok && err != nil:
+			t.Fatalf("ApiVersions ≤ v%d, Fetch ≤ v%d: %v", c.apiVersions, c.fetch, err)
+		case c.ok && fc.Version() != c.fetch:
+			t.Fatalf("ApiVersions ≤ v%d, Fetch ≤ v%d: Fetch v%d", c.apiVersions, c.fetch, fc.Version())
+		case !c.ok && err == nil:
+			t.Fatalf("Fetch ≤ v%d: dialled", c.fetch)
+		}
+		if fc != nil {
+			fc.Close()
+		}
+		kc.Close()
 	}
 }
