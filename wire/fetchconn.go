@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -45,7 +46,9 @@ type FetchConn struct {
 	corr     int32
 	wbuf     []byte
 	throttle time.Time // the broker's throttle ends then (KIP-219)
-	err      error     // set once it failed; every later request fails with it
+	// failed is set once it failed; every later request fails with it.
+	// Atomic, so that Err does not wait for a long poll.
+	failed atomic.Pointer[error]
 
 	freeMu sync.Mutex
 	free   [][]byte // released buffers, reused by size
@@ -186,9 +189,10 @@ func (c *FetchConn) Close() error {
 
 // Err is why the connection failed, nil while it works.
 func (c *FetchConn) Err() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.err
+	if p := c.failed.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // FetchBuffer holds the bytes a Fetch response was decoded from: its
@@ -240,8 +244,8 @@ func (c *FetchConn) buffer(n int) []byte {
 func (c *FetchConn) Fetch(ctx context.Context, req *kmsg.FetchRequest) (*kmsg.FetchResponse, *FetchBuffer, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.err != nil {
-		return nil, nil, c.err
+	if err := c.Err(); err != nil {
+		return nil, nil, err
 	}
 	if wait := time.Until(c.throttle); wait > 0 {
 		// The broker mutes the connection until then anyway (KIP-219);
@@ -277,8 +281,8 @@ func (c *FetchConn) Fetch(ctx context.Context, req *kmsg.FetchRequest) (*kmsg.Fe
 
 // fail closes the connection for good with err; c.mu is held.
 func (c *FetchConn) fail(err error) {
-	if c.err == nil {
-		c.err = fmt.Errorf("%w: %w", errFetchConnClosed, err)
+	err = fmt.Errorf("%w: %w", errFetchConnClosed, err)
+	if c.failed.CompareAndSwap(nil, &err) {
 		c.conn.Close()
 	}
 }

@@ -182,7 +182,8 @@ func (w *watchConn) Write(b []byte) (int, error) {
 
 // A context that ends while the broker holds a long poll ends the Fetch
 // with the context's error, and the connection is failed for good (its
-// response would still come on it).
+// response would still come on it); until then Err says it works, without
+// waiting for the poll.
 func TestFetchConnCancel(t *testing.T) {
 	c, _, id := fetchCluster(t, 10)
 	written := make(chan struct{}, 1)
@@ -209,6 +210,10 @@ func TestFetchConnCancel(t *testing.T) {
 		done <- err
 	}()
 	<-written
+	// Err answers while the long poll holds the connection.
+	if err := fc.Err(); err != nil {
+		t.Fatalf("Err during a long poll: %v", err)
+	}
 	cancel()
 	select {
 	case err := <-done:
