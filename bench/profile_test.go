@@ -27,8 +27,9 @@ import (
 // in-process fetcher under --flush os each copy it twice, the second time
 // with a CPU profile and an execution trace of their own
 // (consumer.cpu, follow.cpu, follow.trace in $BENCH_PROFILE_DIR, or a new
-// directory under the temp dir). Logged per run:
-// the time, bytes allocated per byte copied, GC cycles and, for the
+// directory under the temp dir). Logged per run: the time, the CPU time
+// of this process per GiB copied (on a loaded machine a steadier figure
+// than the time), bytes allocated per byte copied, GC cycles and, for the
 // fetcher, its Fetch responses per broker with their mean and largest
 // size.
 //
@@ -84,11 +85,12 @@ func BenchmarkProfileCatchUp(b *testing.B) {
 		runtime.GC()
 		var m0, m1 runtime.MemStats
 		runtime.ReadMemStats(&m0)
-		before := loadAverage()
+		before, cpu0 := loadAverage(), cpuTime(b)
 		d := run()
+		cpu := cpuTime(b) - cpu0
 		runtime.ReadMemStats(&m1)
-		b.Logf("%-8s profiled %-5v %8v %6.0f MB/s; allocated %.2f B per B copied, %d GC cycles, GC CPU %.1f%%; load before %s, after %s",
-			name, profile, d.Round(time.Millisecond), mib/d.Seconds(), float64(m1.TotalAlloc-m0.TotalAlloc)/float64(size),
+		b.Logf("%-8s profiled %-5v %8v %6.0f MB/s, %.2f CPU-s per GiB; allocated %.2f B per B copied, %d GC cycles, GC CPU %.1f%%; load before %s, after %s",
+			name, profile, d.Round(time.Millisecond), mib/d.Seconds(), cpu.Seconds()*1024/mib, float64(m1.TotalAlloc-m0.TotalAlloc)/float64(size),
 			m1.NumGC-m0.NumGC, 100*m1.GCCPUFraction, before, loadAverage())
 	}
 	for round := range 2 {
