@@ -31,7 +31,9 @@ import (
 // of this process per GiB copied (on a loaded machine a steadier figure
 // than the time), bytes allocated per byte copied, GC cycles and, for the
 // fetcher, its Fetch responses per broker with their mean and largest
-// size.
+// size. Then 3 rounds of the binary under --flush os (when it copied its
+// first record: the start-up's share), each followed by the consumer and
+// the fetcher at 1, 2, 4 and 8 MiB a partition, interleaved.
 //
 //	BENCH_PROFILE_DIR=/tmp/prof bench/run.sh ProfileCatchUp
 //	go tool pprof -top bench.test /tmp/prof/follow.cpu
