@@ -37,6 +37,7 @@ import (
 // broker.
 type FetchConn struct {
 	conn     net.Conn
+	addr     string
 	version  int16 // of Fetch: the highest both sides speak
 	maxRead  int32
 	overhead time.Duration
@@ -115,7 +116,7 @@ func DialFetchConn(ctx context.Context, addr string, cfg FetchConnConfig) (*Fetc
 		}
 		conn = t
 	}
-	c := &FetchConn{conn: conn, maxRead: cfg.MaxResponseBytes, format: kmsg.NewRequestFormatter(kmsg.FormatterClientID(cfg.ClientID))}
+	c := &FetchConn{conn: conn, addr: addr, maxRead: cfg.MaxResponseBytes, format: kmsg.NewRequestFormatter(kmsg.FormatterClientID(cfg.ClientID))}
 	if c.maxRead <= 0 {
 		c.maxRead = 100 << 20
 	}
@@ -271,7 +272,7 @@ func (c *FetchConn) Fetch(ctx context.Context, req *kmsg.FetchRequest) (*kmsg.Fe
 	if err != nil {
 		buf.Release()
 		c.fail(err)
-		return nil, nil, err
+		return nil, nil, c.Err()
 	}
 	if ms := resp.ThrottleMillis; ms > 0 {
 		c.throttle = time.Now().Add(time.Duration(ms) * time.Millisecond)
@@ -281,7 +282,7 @@ func (c *FetchConn) Fetch(ctx context.Context, req *kmsg.FetchRequest) (*kmsg.Fe
 
 // fail closes the connection for good with err; c.mu is held.
 func (c *FetchConn) fail(err error) {
-	err = fmt.Errorf("%w: %w", errFetchConnClosed, err)
+	err = fmt.Errorf("%w (to %s): %w", errFetchConnClosed, c.addr, err)
 	if c.failed.CompareAndSwap(nil, &err) {
 		c.conn.Close()
 	}

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"math/big"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -238,8 +239,8 @@ func TestFetchConnTooLarge(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer fc.Close()
-	if _, _, err := fc.Fetch(ctx, fetchFrom(id, 0, 100)); err == nil {
-		t.Fatal("a 256 KiB response was read under a 4 KiB limit")
+	if _, _, err := fc.Fetch(ctx, fetchFrom(id, 0, 100)); err == nil || !strings.Contains(err.Error(), c.ListenAddrs()[0]) {
+		t.Fatalf("a 256 KiB response under a 4 KiB limit: %v, want an error naming the broker", err)
 	}
 	if fc.Err() == nil {
 		t.Fatal("the connection still works after a refused response")
