@@ -12,6 +12,7 @@ import (
 	"github.com/kfollower/kfollower/follower"
 	"github.com/kfollower/kfollower/integration/kafka"
 	"github.com/kfollower/kfollower/storage"
+	"github.com/kfollower/kfollower/wire"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -108,14 +109,20 @@ func produceAll(ctx context.Context, b *testing.B, c *kafka.Cluster, topic strin
 	return size
 }
 
-// consumeAll reads every record with a franz-go consumer and drops it.
+// consumeAll reads every record with a franz-go consumer and drops it; it
+// fetches with kfollower's own limits (wire.DefaultFetchLimits).
 func consumeAll(ctx context.Context, b *testing.B, c *kafka.Cluster, topic string, partitions, records int) time.Duration {
+	return consumeAllLimits(ctx, b, c, topic, partitions, records, wire.DefaultFetchLimits)
+}
+
+// consumeAllLimits is consumeAll with the fetch limits lim.
+func consumeAllLimits(ctx context.Context, b *testing.B, c *kafka.Cluster, topic string, partitions, records int, lim wire.FetchLimits) time.Duration {
 	offs := map[int32]kgo.Offset{}
 	for p := range partitions {
 		offs[int32(p)] = kgo.NewOffset().AtStart()
 	}
 	cl := c.Client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offs}),
-		kgo.FetchMaxBytes(64<<20), kgo.FetchMaxPartitionBytes(8<<20))
+		kgo.FetchMaxBytes(lim.MaxBytes), kgo.FetchMaxPartitionBytes(lim.PartitionMaxBytes))
 	defer cl.Close()
 	start := time.Now()
 	n := 0
@@ -130,8 +137,13 @@ func consumeAll(ctx context.Context, b *testing.B, c *kafka.Cluster, topic strin
 }
 
 // follow copies the topic with kfollower into a new data dir until every
-// partition has caught up with its leader.
-func follow(ctx context.Context, b *testing.B, c *kafka.Cluster, topic string, partitions int, total int64, flush storage.FlushPolicy) time.Duration {
+// partition has caught up with its leader; obs are told what it does.
+func follow(ctx context.Context, b *testing.B, c *kafka.Cluster, topic string, partitions int, total int64, flush storage.FlushPolicy, obs ...fetcher.Observer) time.Duration {
+	return followLimits(ctx, b, c, topic, partitions, flush, wire.FetchLimits{}, obs...)
+}
+
+// followLimits is follow with the fetch limits lim (zero: the defaults).
+func followLimits(ctx context.Context, b *testing.B, c *kafka.Cluster, topic string, partitions int, flush storage.FlushPolicy, lim wire.FetchLimits, obs ...fetcher.Observer) time.Duration {
 	dir, err := os.MkdirTemp("", "kfollower-bench-")
 	if err != nil {
 		b.Fatal(err)
@@ -144,8 +156,10 @@ func follow(ctx context.Context, b *testing.B, c *kafka.Cluster, topic string, p
 	}
 	m, err := fetcher.New(fetcher.Config{
 		Client: cl, DataDir: dir, Storage: storage.Options{Flush: flush},
-		Follow:  func(t string) bool { return t == topic },
-		Backoff: follower.BackoffPolicy{Base: 20 * time.Millisecond, Max: time.Second},
+		Follow:    func(t string) bool { return t == topic },
+		Backoff:   follower.BackoffPolicy{Base: 20 * time.Millisecond, Max: time.Second},
+		Observers: obs,
+		Limits:    lim,
 	})
 	if err != nil {
 		b.Fatal(err)
