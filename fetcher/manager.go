@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kfollower/kfollower/follower"
@@ -74,6 +75,10 @@ type Manager struct {
 	inFlight map[wire.TopicPartition]inFlight // requests in the air (status.go)
 
 	catalog catalog // the open logs, read-only, for a server of the copy
+
+	// steps counts every state machine step of the partitions, for the
+	// tests that pin what an idle long poll costs (part.steps).
+	steps atomic.Int64
 }
 
 // transit is a partition its worker was told to release and that has not
@@ -582,7 +587,7 @@ func (m *Manager) open(tp wire.TopicPartition, id wire.TopicID) (*part, error) {
 	}
 	h := fnv.New64a()
 	h.Write([]byte(tp.String()))
-	p := &part{tp: tp, id: id, log: l}
+	p := &part{tp: tp, id: id, log: l, steps: &m.steps}
 	p.sm = follower.NewPartition(follower.Config{
 		Topic: tp.Topic, Partition: tp.Partition,
 		DiscardOnGap: m.cfg.DiscardOnGap, Backoff: m.cfg.Backoff, JitterSeed: h.Sum64(),

@@ -3,6 +3,7 @@ package fetcher
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -76,6 +77,24 @@ type part struct {
 	// serves it again), or the served epoch could not be made durable.
 	lastStatus       Status
 	published, force bool
+	// carry is the answer of an idle long poll that was not stepped
+	// (follower.Partition.Unchanged): the state machine's Fetch stays in
+	// flight and goes out again as it was, under the same id, in the
+	// worker's next Fetch (worker.carried). Anything stepped into the
+	// partition steps carry first (step), so the state machine sees every
+	// input, in order, as if it had been stepped when it came.
+	carry    carriedFetch
+	carrying bool
+	// steps counts the state machine's steps, for the tests that pin what
+	// an idle long poll costs (Manager.steps); nil in tests that build a
+	// part alone.
+	steps *atomic.Int64
+}
+
+// carriedFetch is an answer kept instead of stepped, and the Fetch it answered.
+type carriedFetch struct {
+	reply follower.FetchReply
+	fetch wire.FetchPartition
 }
 
 // liveLog is the state machine's view of whichever log p holds.
@@ -98,7 +117,15 @@ type fetchedBatches struct {
 // only with those two, and other inputs only with ErrStopped: a stopped
 // partition takes no leader change or tick, and loses nothing by it.
 func (p *part) step(now time.Time, msg follower.Msg) bool {
+	p.uncarry(now)
+	return p.stepOne(now, msg)
+}
+
+func (p *part) stepOne(now time.Time, msg follower.Msg) bool {
 	p.dirty = true
+	if p.steps != nil {
+		p.steps.Add(1)
+	}
 	err := p.sm.Step(now, msg)
 	if err == nil {
 		return true
@@ -108,6 +135,15 @@ func (p *part) step(now time.Time, msg follower.Msg) bool {
 		p.staleReplies++
 	}
 	return false
+}
+
+// uncarry steps the answer p carries, if any: its Fetch is no longer to
+// go out again as it was.
+func (p *part) uncarry(now time.Time) {
+	if p.carrying {
+		p.carrying = false
+		p.stepOne(now, p.carry.reply)
+	}
 }
 
 // process carries out every Ready the state machine has, in the order its

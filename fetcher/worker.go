@@ -180,7 +180,8 @@ func (w *worker) run(ctx context.Context) {
 func (w *worker) landed(ctx context.Context, f *flight) {
 	w.flight = nil
 	w.m.clearInFlight(w.id, f.reqIDs)
-	w.sendAhead(ctx, w.receive(f))
+	ahead, carried := w.receive(f)
+	w.sendAhead(ctx, ahead, carried)
 }
 
 // land waits for the request in the air, if any, and drops its answer.
@@ -193,10 +194,13 @@ func (w *worker) land() {
 	}
 }
 
-// tick steps Tick into every partition, for those whose backoff is over.
+// tick steps Tick into the partitions whose backoff is over; to any
+// other, Tick is nothing.
 func (w *worker) tick(now time.Time) {
 	for _, p := range w.parts {
-		p.tick(w.m, now)
+		if at := p.sm.NextWake(); !at.IsZero() && !now.Before(at) {
+			p.tick(w.m, now)
+		}
 	}
 }
 
@@ -218,7 +222,10 @@ func (w *worker) handle(o order, now time.Time) (quit bool) {
 		w.toEnd(o.tp)
 		o.p.step(now, o.lc)
 	case opLeader:
-		if p, ok := w.parts[o.tp]; ok {
+		// The same leader and epoch again (every Metadata names them) is
+		// nothing to the state machine: not stepped, so an idle partition
+		// stays idle (its carried answer stays carried).
+		if p, ok := w.parts[o.tp]; ok && !sameLeader(p.sm, o.lc) {
 			p.step(now, o.lc)
 		}
 	case opRelease:
@@ -226,6 +233,9 @@ func (w *worker) handle(o order, now time.Time) (quit bool) {
 		delete(w.parts, o.tp)
 		delete(w.rank, o.tp)
 		if p != nil {
+			// An answer it carries is stepped: its Fetch will not go out
+			// again from here.
+			p.uncarry(now)
 			// A request of its still in the air is given up, so its state
 			// machine does not wait for a reply this worker will drop.
 			if id, ok := w.flight.idFor(o.tp); ok {
@@ -269,6 +279,12 @@ func (w *worker) processAll(now time.Time) {
 	}
 }
 
+// sameLeader reports whether lc names the leader and epoch sm follows.
+func sameLeader(sm *follower.Partition, lc follower.LeaderChange) bool {
+	leader, epoch := sm.Leader()
+	return leader == lc.Leader && epoch == lc.LeaderEpoch
+}
+
 func (w *worker) nextWake() (time.Time, bool) {
 	var at time.Time
 	for _, p := range w.parts {
@@ -288,8 +304,13 @@ func (w *worker) send(ctx context.Context) {
 		epochs  map[wire.TopicPartition]*follower.OffsetsForLeaderEpoch
 		lists   map[wire.TopicPartition]*follower.ListOffsets
 		fetches map[wire.TopicPartition]*follower.Fetch
+		carried []wire.TopicPartition
 	)
 	for tp, p := range w.parts {
+		if p.carrying {
+			carried = append(carried, tp)
+			continue
+		}
 		switch r := p.pending.(type) {
 		case *follower.OffsetsForLeaderEpoch:
 			if r.Leader == w.id {
@@ -305,8 +326,18 @@ func (w *worker) send(ctx context.Context) {
 			}
 		}
 	}
+	if len(carried) > 0 && (len(epochs) > 0 || len(lists) > 0) {
+		// The epoch queries or ListOffsets go first, and the carried
+		// Fetches cannot wait in the air behind them: their answers are
+		// stepped, and the state machines hand out their Fetches again.
+		now := w.m.cfg.Now()
+		for _, tp := range carried {
+			w.parts[tp].uncarry(now)
+		}
+		carried = nil
+	}
 	var ids map[string]wire.TopicID
-	if len(epochs) == 0 && len(lists) == 0 && len(fetches) > 0 {
+	if len(epochs) == 0 && len(lists) == 0 && len(fetches)+len(carried) > 0 {
 		ids = w.m.topicIDs()
 		if withoutID(fetches, ids) {
 			w.m.requestRefresh()
@@ -322,8 +353,12 @@ func (w *worker) send(ctx context.Context) {
 		f.key, f.reqIDs, f.lists = kmsg.ListOffsets, requestIDs(lists), listQueries(lists)
 		earliest, latest := wire.ListOffsetsRequests(f.lists)
 		reqs = []kmsg.Request{earliest, latest}
-	case len(fetches) > 0:
+	case len(fetches)+len(carried) > 0:
 		f.key, f.reqIDs, f.fetches = kmsg.Fetch, requestIDs(fetches), fetchPartitions(fetches)
+		w.addCarried(f, carried, ids)
+		if len(f.fetches) == 0 {
+			return
+		}
 		f.topicIDs, f.order = ids, w.fetchOrder(f.fetches)
 		req, sf := w.session.Request(f.order, f.fetches, f.topicIDs, w.m.cfg.Limits)
 		f.session, reqs = sf, []kmsg.Request{req}
@@ -338,7 +373,8 @@ func (w *worker) send(ctx context.Context) {
 // have them sent.
 func (w *worker) start(ctx context.Context, f *flight, reqs []kmsg.Request) {
 	for tp := range f.reqIDs {
-		w.parts[tp].pending = nil // sent
+		p := w.parts[tp]
+		p.pending, p.carrying = nil, false // sent
 	}
 	f.sent = w.m.cfg.Now()
 	w.flight = f
@@ -367,6 +403,20 @@ func withoutID(fetches map[wire.TopicPartition]*follower.Fetch, ids map[string]w
 		}
 	}
 	return held
+}
+
+// addCarried adds to the Fetch f the carried Fetches of the partitions
+// carried (part.carry), as they were sent, under their state machines'
+// ids: in the air again, so their answers are stepped as any other. One
+// whose topic id is gone since stays carried (withoutID).
+func (w *worker) addCarried(f *flight, carried []wire.TopicPartition, ids map[string]wire.TopicID) {
+	for _, tp := range carried {
+		p := w.parts[tp]
+		if p == nil || !p.carrying || ids[tp.Topic] == (wire.TopicID{}) {
+			continue
+		}
+		f.reqIDs[tp], f.fetches[tp] = p.carry.reply.ID, p.carry.fetch
+	}
 }
 
 // toEnd moves tp to the end of the fetch order.
@@ -399,7 +449,7 @@ func addTo[V any](m *map[wire.TopicPartition]V, k wire.TopicPartition, v V) {
 // For a Fetch it returns where each partition whose answer was a plain
 // success will fetch next once its batches are appended (sendAhead), or
 // nil when the answer asks for something to come first.
-func (w *worker) receive(f *flight) (ahead map[wire.TopicPartition]wire.FetchPartition) {
+func (w *worker) receive(f *flight) (ahead map[wire.TopicPartition]wire.FetchPartition, carried []wire.TopicPartition) {
 	now := w.m.cfg.Now()
 	cfg := &w.m.cfg
 	stats := RequestStats{Broker: w.id, Key: f.key, Partitions: len(f.reqIDs), Named: len(f.reqIDs), Latency: now.Sub(f.sent), Err: f.err}
@@ -447,7 +497,7 @@ func (w *worker) receive(f *flight) (ahead map[wire.TopicPartition]wire.FetchPar
 		for _, tp := range f.order {
 			unasked(tp)
 		}
-		return nil
+		return nil, nil
 	}
 	missing := func(tps []wire.TopicPartition) {
 		for _, tp := range tps {
@@ -516,6 +566,14 @@ func (w *worker) receive(f *flight) (ahead map[wire.TopicPartition]wire.FetchPar
 				}
 			}
 			r := fetchReply(f.reqIDs[tp], a)
+			if p, ok := w.parts[tp]; ok && a.Leader == nil && p.sm.Unchanged(r) {
+				// Nothing new (an idle long poll; a partition an
+				// incremental answer left out): the Fetch goes out again
+				// as it was, the answer kept unstepped (part.carry).
+				p.carry, p.carrying = carriedFetch{reply: r, fetch: f.fetches[tp]}, true
+				carried = append(carried, tp)
+				continue
+			}
 			if p, ok := w.parts[tp]; ok {
 				p.fetched = fetchedBatches{id: r.ID, Batches: a.Batches} // for the Append r may lead to
 			}
@@ -525,7 +583,7 @@ func (w *worker) receive(f *flight) (ahead map[wire.TopicPartition]wire.FetchPar
 		}
 		missing(miss)
 	}
-	return ahead
+	return ahead, carried
 }
 
 // plainAnswer reports whether a Fetch answer leaves its partition fetching
@@ -555,8 +613,8 @@ func nextFetch(sent wire.FetchPartition, a wire.FetchAnswer) wire.FetchPartition
 // Fetches the state machines have handed out and not sent yet. It sends
 // nothing while an OffsetsForLeaderEpoch or ListOffsets waits (they come
 // first, as in send), or if a request is in the air already.
-func (w *worker) sendAhead(ctx context.Context, ahead map[wire.TopicPartition]wire.FetchPartition) {
-	if len(ahead) == 0 || w.flight != nil {
+func (w *worker) sendAhead(ctx context.Context, ahead map[wire.TopicPartition]wire.FetchPartition, carried []wire.TopicPartition) {
+	if ahead == nil || len(ahead)+len(carried) == 0 || w.flight != nil {
 		return
 	}
 	if at, ok := w.nextWake(); ok && !w.m.cfg.Now().Before(at) {
@@ -585,13 +643,14 @@ func (w *worker) sendAhead(ctx context.Context, ahead map[wire.TopicPartition]wi
 	if withoutID(fetches, ids) {
 		w.m.requestRefresh()
 	}
-	f := &flight{key: kmsg.Fetch, ahead: true, reqIDs: requestIDs(fetches), fetches: fetchPartitions(fetches), topicIDs: ids}
+	f := &flight{key: kmsg.Fetch, ahead: len(ahead) > 0, reqIDs: requestIDs(fetches), fetches: fetchPartitions(fetches), topicIDs: ids}
 	for tp, fp := range ahead {
 		if ids[tp.Topic] == (wire.TopicID{}) {
 			continue // its id was dropped since (withoutID)
 		}
 		f.fetches[tp] = fp
 	}
+	w.addCarried(f, carried, ids)
 	if len(f.fetches) == 0 {
 		return
 	}
