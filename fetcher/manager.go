@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -53,17 +54,20 @@ type Manager struct {
 	moving   map[wire.TopicPartition]*transit
 	parked   map[wire.TopicPartition]*part // no leader yet, held by Run
 	failed   map[wire.TopicPartition]string
-	retired  map[string]bool                               // topics recreated under us: no longer followed
-	seen     map[wire.TopicPartition]follower.LeaderChange // last leader metadata named, for Observer.LeaderChanged
+	retired  map[string]bool // topics recreated under us: no longer followed
+	// seen is what Metadata named of each partition: the last leader, for
+	// Observer.LeaderChanged, and the highest leader epoch each broker
+	// named, for follower.CheckMetadataEpochBackwards. One entry a
+	// partition (not one per broker, and another for the leader): at
+	// thousands of partitions, asked of every broker in turn, they were
+	// a tenth of the heap.
+	seen map[wire.TopicPartition]seenMeta
 	// handbacks carries released partitions from the workers to Run.
 	handbacks *mailbox[handback]
 
-	refresh chan struct{} // asks Run for early metadata; buffered 1
-	// metaEpochs is the highest leader epoch each broker's Metadata named
-	// per partition, for follower.CheckMetadataEpochBackwards. Owned by Run.
-	metaEpochs map[int32]map[wire.TopicPartition]int32
-	metaRound  int
-	brokers    []int32 // from the last Metadata, asked in turn
+	refresh   chan struct{} // asks Run for early metadata; buffered 1
+	metaRound int
+	brokers   []int32 // from the last Metadata, asked in turn
 	// preopened holds the logs placeAll opened in parallel for place to
 	// take (preopen); empty outside placeAll.
 	preopened map[wire.TopicPartition]opened
@@ -80,6 +84,16 @@ type Manager struct {
 	// tests that pin what an idle long poll costs (part.steps).
 	steps atomic.Int64
 }
+
+// seenMeta is what Metadata named of one partition (Manager.seen).
+type seenMeta struct {
+	lc     follower.LeaderChange // the last leader named, if hasLC
+	hasLC  bool
+	epochs []brokerEpoch
+}
+
+// brokerEpoch is the highest leader epoch a broker's Metadata named.
+type brokerEpoch struct{ broker, epoch int32 }
 
 // transit is a partition its worker was told to release and that has not
 // come back to Run yet: it is placed with lc's leader when it does, or
@@ -111,19 +125,18 @@ func newManager(cfg Config, seed requester, broker func(int32) requester) *Manag
 		openLog: func(dataDir, topic string, partition int32, opts storage.Options) (partLog, error) {
 			return storage.Open(dataDir, topic, partition, opts)
 		},
-		workers:    map[int32]*worker{},
-		owned:      map[int32]int{},
-		owner:      map[wire.TopicPartition]int32{},
-		moving:     map[wire.TopicPartition]*transit{},
-		parked:     map[wire.TopicPartition]*part{},
-		failed:     map[wire.TopicPartition]string{},
-		retired:    map[string]bool{},
-		seen:       map[wire.TopicPartition]follower.LeaderChange{},
-		handbacks:  newMailbox[handback](),
-		refresh:    make(chan struct{}, 1),
-		metaEpochs: map[int32]map[wire.TopicPartition]int32{},
-		ids:        map[string]wire.TopicID{},
-		statuses:   map[wire.TopicPartition]Status{},
+		workers:   map[int32]*worker{},
+		owned:     map[int32]int{},
+		owner:     map[wire.TopicPartition]int32{},
+		moving:    map[wire.TopicPartition]*transit{},
+		parked:    map[wire.TopicPartition]*part{},
+		failed:    map[wire.TopicPartition]string{},
+		retired:   map[string]bool{},
+		seen:      map[wire.TopicPartition]seenMeta{},
+		handbacks: newMailbox[handback](),
+		refresh:   make(chan struct{}, 1),
+		ids:       map[string]wire.TopicID{},
+		statuses:  map[wire.TopicPartition]Status{},
 	}
 }
 
@@ -364,19 +377,24 @@ func (m *Manager) checkMetadataEpoch(broker int32, tp wire.TopicPartition, epoch
 	if broker < 0 || epoch < 0 {
 		return
 	}
-	seen := m.metaEpochs[broker]
-	if seen == nil {
-		seen = map[wire.TopicPartition]int32{}
-		m.metaEpochs[broker] = seen
-	}
-	if prev, ok := seen[tp]; ok && epoch < prev {
+	sm := m.seen[tp]
+	i := slices.IndexFunc(sm.epochs, func(b brokerEpoch) bool { return b.broker == broker })
+	if i >= 0 && epoch < sm.epochs[i].epoch {
+		prev := sm.epochs[i].epoch
 		e := &follower.ConformanceEvent{Topic: tp.Topic, Partition: tp.Partition, Check: follower.CheckMetadataEpochBackwards,
 			LeaderEpoch: prev, Evidence: fmt.Sprintf("broker %d's Metadata named leader epoch %d after %d", broker, epoch, prev)}
 		logConformance(&m.cfg, e)
 		m.cfg.observe().Event(e)
 		return
 	}
-	seen[tp] = epoch
+	if i < 0 {
+		sm.epochs = append(sm.epochs, brokerEpoch{broker: broker, epoch: epoch})
+	} else if sm.epochs[i].epoch == epoch {
+		return // nothing to record
+	} else {
+		sm.epochs[i].epoch = epoch
+	}
+	m.seen[tp] = sm
 }
 
 // place gives tp to its leader's worker, opening its log the first time.
@@ -386,12 +404,16 @@ func (m *Manager) place(wctx context.Context, tp wire.TopicPartition, id wire.To
 	if _, bad := m.failed[tp]; bad {
 		return
 	}
-	if old, ok := m.seen[tp]; ok && old != lc {
+	sm := m.seen[tp]
+	if old := sm.lc; sm.hasLC && old != lc {
 		m.cfg.Logger.Info("leader changed", "partition", tp.String(), "leader", lc.Leader, "leader_epoch", lc.LeaderEpoch,
 			"previous_leader", old.Leader, "previous_leader_epoch", old.LeaderEpoch)
 		m.cfg.observe().LeaderChanged(tp, old, lc)
 	}
-	m.seen[tp] = lc
+	if !sm.hasLC || sm.lc != lc {
+		sm.lc, sm.hasLC = lc, true
+		m.seen[tp] = sm
+	}
 	if tr, ok := m.moving[tp]; ok {
 		tr.lc = lc // on its way back: placed with the latest leader
 		return
@@ -587,7 +609,7 @@ func (m *Manager) open(tp wire.TopicPartition, id wire.TopicID) (*part, error) {
 	}
 	h := fnv.New64a()
 	h.Write([]byte(tp.String()))
-	p := &part{tp: tp, id: id, log: l, steps: &m.steps}
+	p := &part{tp: tp, log: l, steps: &m.steps}
 	p.sm = follower.NewPartition(follower.Config{
 		Topic: tp.Topic, Partition: tp.Partition,
 		DiscardOnGap: m.cfg.DiscardOnGap, Backoff: m.cfg.Backoff, JitterSeed: h.Sum64(),
@@ -604,7 +626,10 @@ func (m *Manager) open(tp wire.TopicPartition, id wire.TopicID) (*part, error) {
 func (m *Manager) openPartLog(tp wire.TopicPartition, id wire.TopicID) (partLog, error) {
 	opts := m.cfg.Storage
 	opts.TopicID = storage.TopicID(id)
-	opts.Logger = m.cfg.Logger.With("partition", tp.String())
+	// storage names the topic and partition in its own lines (a logger
+	// With them per log: another one here was a tenth of a partition's
+	// heap, and named the partition twice).
+	opts.Logger = m.cfg.Logger
 	l, err := m.openLog(m.cfg.DataDir, tp.Topic, tp.Partition, opts)
 	if err != nil {
 		return nil, fmt.Errorf("opening the local log of %s: %w", tp, err)
@@ -621,7 +646,10 @@ func (m *Manager) reopen(p *part) error {
 	if err := p.log.Close(); err != nil {
 		m.cfg.Logger.Debug("closing a failed log", "partition", p.tp.String(), "err", err)
 	}
-	l, err := m.openPartLog(p.tp, p.id)
+	// The topic's id is the one the log was opened with: Metadata naming
+	// another retires the topic instead of recording it (placeAll).
+	id, _ := m.knownID(p.tp.Topic)
+	l, err := m.openPartLog(p.tp, id)
 	if err != nil {
 		return err
 	}

@@ -39,7 +39,6 @@ type partLog interface {
 // leader's worker, else that worker) and moves between them by hand-off.
 type part struct {
 	tp wire.TopicPartition
-	id wire.TopicID // to reopen the log
 	sm *follower.Partition
 	// log is the partition's log; the state machine reads it through
 	// liveLog, so a log reopened after a storage failure replaces it for
@@ -70,13 +69,11 @@ type part struct {
 	// publishing thousands of idle ones after every answer was most of a
 	// worker's idle CPU.
 	dirty bool
-	// lastStatus is the status publish last gave out (published: once it
-	// has). force makes the next publish go out even if the status is the
+	// force makes the next publish go out even if the status is the
 	// same: storage actions ran (a truncation that changed nothing a
 	// status shows still holds the partition unserved until changed
 	// serves it again), or the served epoch could not be made durable.
-	lastStatus       Status
-	published, force bool
+	force bool
 	// carry is the answer of an idle long poll that was not stepped
 	// (follower.Partition.Unchanged): the state machine's Fetch stays in
 	// flight and goes out again as it was, under the same id, in the
@@ -91,10 +88,17 @@ type part struct {
 	steps *atomic.Int64
 }
 
-// carriedFetch is an answer kept instead of stepped, and the Fetch it answered.
+// carriedFetch is an answer kept instead of stepped (a success with no
+// records: follower.Partition.Unchanged), and the Fetch it answered.
 type carriedFetch struct {
-	reply follower.FetchReply
-	fetch wire.FetchPartition
+	id           uint64
+	hw, logStart int64
+	fetch        wire.FetchPartition
+}
+
+// reply is the answer carried, as it came.
+func (c carriedFetch) reply() follower.FetchReply {
+	return follower.FetchReply{ID: c.id, HighWatermark: c.hw, LogStartOffset: c.logStart, Diverging: follower.EpochEndOffset{Epoch: -1, EndOffset: -1}}
 }
 
 // liveLog is the state machine's view of whichever log p holds.
@@ -142,7 +146,7 @@ func (p *part) stepOne(now time.Time, msg follower.Msg) bool {
 func (p *part) uncarry(now time.Time) {
 	if p.carrying {
 		p.carrying = false
-		p.stepOne(now, p.carry.reply)
+		p.stepOne(now, p.carry.reply())
 	}
 }
 

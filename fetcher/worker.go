@@ -415,7 +415,7 @@ func (w *worker) addCarried(f *flight, carried []wire.TopicPartition, ids map[st
 		if p == nil || !p.carrying || ids[tp.Topic] == (wire.TopicID{}) {
 			continue
 		}
-		f.reqIDs[tp], f.fetches[tp] = p.carry.reply.ID, p.carry.fetch
+		f.reqIDs[tp], f.fetches[tp] = p.carry.id, p.carry.fetch
 	}
 }
 
@@ -570,7 +570,7 @@ func (w *worker) receive(f *flight) (ahead map[wire.TopicPartition]wire.FetchPar
 				// Nothing new (an idle long poll; a partition an
 				// incremental answer left out): the Fetch goes out again
 				// as it was, the answer kept unstepped (part.carry).
-				p.carry, p.carrying = carriedFetch{reply: r, fetch: f.fetches[tp]}, true
+				p.carry, p.carrying = carriedFetch{id: r.ID, hw: r.HighWatermark, logStart: r.LogStartOffset, fetch: f.fetches[tp]}, true
 				carried = append(carried, tp)
 				continue
 			}
