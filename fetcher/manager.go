@@ -609,7 +609,7 @@ func (m *Manager) open(tp wire.TopicPartition, id wire.TopicID) (*part, error) {
 	}
 	h := fnv.New64a()
 	h.Write([]byte(tp.String()))
-	p := &part{tp: tp, log: l, steps: &m.steps}
+	p := &part{tp: tp, log: l, steps: &m.steps, unsettled: true}
 	p.sm = follower.NewPartition(follower.Config{
 		Topic: tp.Topic, Partition: tp.Partition,
 		DiscardOnGap: m.cfg.DiscardOnGap, Backoff: m.cfg.Backoff, JitterSeed: h.Sum64(),
@@ -653,7 +653,7 @@ func (m *Manager) reopen(p *part) error {
 	if err != nil {
 		return err
 	}
-	p.log = l
+	p.log, p.unsettled = l, true
 	m.catalog.add(p.tp, l)
 	m.cfg.Logger.Info("reopened the local log after a storage failure", "partition", p.tp.String(),
 		"log_start", l.LogStartOffset(), "log_end", l.LogEndOffset())

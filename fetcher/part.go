@@ -74,6 +74,11 @@ type part struct {
 	// status shows still holds the partition unserved until changed
 	// serves it again), or the served epoch could not be made durable.
 	force bool
+	// unsettled: the log may list losses not yet reported (settleLosses):
+	// it was opened, or reopened, or storage actions ran since the list
+	// was last found empty. Asking the log after every step of every
+	// partition was a twentieth of the idle CPU.
+	unsettled bool
 	// carry is the answer of an idle long poll that was not stepped
 	// (follower.Partition.Unchanged): the state machine's Fetch stays in
 	// flight and goes out again as it was, under the same id, in the
@@ -155,12 +160,19 @@ func (p *part) uncarry(now time.Time) {
 // events, then the request is queued; then Advance. It returns the
 // appended bytes and records, and whether a metadata refresh was asked for.
 func (p *part) process(cfg *Config, now time.Time) (appendedBytes, appendedRecords int64, refresh bool) {
-	if len(p.log.UnreportedLosses()) > 0 {
-		p.dirty = true
-		p.settleLosses(cfg)
+	if p.unsettled {
+		if len(p.log.UnreportedLosses()) > 0 {
+			p.dirty = true
+			p.settleLosses(cfg)
+		} else {
+			p.unsettled = false
+		}
 	}
 	for p.sm.HasReady() {
 		rd := p.sm.Ready()
+		if len(rd.Actions) > 0 {
+			p.unsettled = true // a truncation may list a loss to report
+		}
 		done, err := p.apply(rd)
 		appendedBytes += done.bytes
 		appendedRecords += done.records

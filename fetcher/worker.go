@@ -347,14 +347,15 @@ func (w *worker) send(ctx context.Context) {
 	var reqs []kmsg.Request
 	switch {
 	case len(epochs) > 0:
-		f.key, f.reqIDs, f.epochQs = kmsg.OffsetForLeaderEpoch, requestIDs(epochs), epochQueries(epochs)
+		f.key, f.reqIDs, f.epochQs = kmsg.OffsetForLeaderEpoch, requestIDs(epochs, 0), epochQueries(epochs)
 		reqs = []kmsg.Request{wire.OffsetsForLeaderEpochRequest(f.epochQs)}
 	case len(lists) > 0:
-		f.key, f.reqIDs, f.lists = kmsg.ListOffsets, requestIDs(lists), listQueries(lists)
+		f.key, f.reqIDs, f.lists = kmsg.ListOffsets, requestIDs(lists, 0), listQueries(lists)
 		earliest, latest := wire.ListOffsetsRequests(f.lists)
 		reqs = []kmsg.Request{earliest, latest}
 	case len(fetches)+len(carried) > 0:
-		f.key, f.reqIDs, f.fetches = kmsg.Fetch, requestIDs(fetches), fetchPartitions(fetches)
+		n := len(fetches) + len(carried)
+		f.key, f.reqIDs, f.fetches = kmsg.Fetch, requestIDs(fetches, n), fetchPartitions(fetches, n)
 		w.addCarried(f, carried, ids)
 		if len(f.fetches) == 0 {
 			return
@@ -429,11 +430,21 @@ func (w *worker) toEnd(tp wire.TopicPartition) {
 // got records last come last, as Kafka's replica fetcher orders its
 // partitions (AbstractFetcherThread's partitionStates.updateAndMoveToEnd).
 func (w *worker) fetchOrder(fetches map[wire.TopicPartition]wire.FetchPartition) []wire.TopicPartition {
-	order := make([]wire.TopicPartition, 0, len(fetches))
-	for tp := range fetches {
-		order = append(order, tp)
+	// Each rank looked up once, not at every comparison: thousands of
+	// partitions are sorted for every Fetch.
+	type ranked struct {
+		rank uint64
+		tp   wire.TopicPartition
 	}
-	slices.SortFunc(order, func(a, b wire.TopicPartition) int { return cmp.Compare(w.rank[a], w.rank[b]) })
+	rs := make([]ranked, 0, len(fetches))
+	for tp := range fetches {
+		rs = append(rs, ranked{w.rank[tp], tp})
+	}
+	slices.SortFunc(rs, func(a, b ranked) int { return cmp.Compare(a.rank, b.rank) })
+	order := make([]wire.TopicPartition, len(rs))
+	for i, r := range rs {
+		order[i] = r.tp
+	}
 	return order
 }
 
@@ -643,7 +654,8 @@ func (w *worker) sendAhead(ctx context.Context, ahead map[wire.TopicPartition]wi
 	if withoutID(fetches, ids) {
 		w.m.requestRefresh()
 	}
-	f := &flight{key: kmsg.Fetch, ahead: len(ahead) > 0, reqIDs: requestIDs(fetches), fetches: fetchPartitions(fetches), topicIDs: ids}
+	n := len(fetches) + len(ahead) + len(carried)
+	f := &flight{key: kmsg.Fetch, ahead: len(ahead) > 0, reqIDs: requestIDs(fetches, n), fetches: fetchPartitions(fetches, n), topicIDs: ids}
 	for tp, fp := range ahead {
 		if ids[tp.Topic] == (wire.TopicID{}) {
 			continue // its id was dropped since (withoutID)
