@@ -15,6 +15,7 @@ import (
 	"github.com/kfollower/kfollower/storage"
 	"github.com/kfollower/kfollower/wire"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -112,7 +113,29 @@ func New(cfg Config) (*Manager, error) {
 		return nil, errors.New("fetcher: Config.DataDir is empty")
 	}
 	cl := cfg.Client
-	return newManager(cfg, cl, func(id int32) requester { return cl.Broker(int(id)) }), nil
+	return newManager(cfg, anyBroker{cl}, func(id int32) requester { return cl.Broker(int(id)) }), nil
+}
+
+// anyBroker asks the brokers the client has discovered, then its seeds, in
+// turn, until one answers. Each is asked through its *kgo.Broker, never
+// through the kgo.Client itself: the client keeps a deep copy of every
+// Metadata answer it sends for RequestCachedMetadata, which nothing here
+// reads, and at thousands of partitions that copy was a tenth of the heap
+// (issue 14).
+type anyBroker struct{ cl *kgo.Client }
+
+func (a anyBroker) Request(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	err := errors.New("no broker known")
+	for _, b := range append(a.cl.DiscoveredBrokers(), a.cl.SeedBrokers()...) {
+		var resp kmsg.Response
+		if resp, err = b.Request(ctx, req); err == nil {
+			return resp, nil
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, err
 }
 
 func newManager(cfg Config, seed requester, broker func(int32) requester) *Manager {
