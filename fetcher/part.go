@@ -159,7 +159,10 @@ func (p *part) uncarry(now time.Time) {
 // contract demands: storage actions (each durable before the next), then
 // events, then the request is queued; then Advance. It returns the
 // appended bytes and records, and whether a metadata refresh was asked for.
-func (p *part) process(cfg *Config, now time.Time) (appendedBytes, appendedRecords int64, refresh bool) {
+//
+// pre, if not nil, is the state machine's next Ready with its actions
+// already carried out (worker.applyAhead): taken as if applied here.
+func (p *part) process(cfg *Config, now time.Time, pre *preApplied) (appendedBytes, appendedRecords int64, refresh bool) {
 	if p.unsettled {
 		if len(p.log.UnreportedLosses()) > 0 {
 			p.dirty = true
@@ -169,11 +172,19 @@ func (p *part) process(cfg *Config, now time.Time) (appendedBytes, appendedRecor
 		}
 	}
 	for p.sm.HasReady() {
-		rd := p.sm.Ready()
-		if len(rd.Actions) > 0 {
-			p.unsettled = true // a truncation may list a loss to report
+		var rd follower.Ready
+		var done applied
+		var err error
+		if pre != nil {
+			rd, done, err = pre.rd, pre.done, pre.err
+			pre = nil
+		} else {
+			rd = p.sm.Ready()
+			if !appendsOnly(rd) {
+				p.unsettled = true // a truncation may list a loss to report
+			}
+			done, err = p.apply(rd)
 		}
-		done, err := p.apply(rd)
 		appendedBytes += done.bytes
 		appendedRecords += done.records
 		// What the fetched batches break is the broker's answer, so it is
@@ -201,6 +212,25 @@ func (p *part) process(cfg *Config, now time.Time) (appendedBytes, appendedRecor
 		p.sm.Advance(rd)
 	}
 	return appendedBytes, appendedRecords, refresh
+}
+
+// preApplied is a Ready whose storage actions worker.applyAhead carried
+// out, and what they did.
+type preApplied struct {
+	rd   follower.Ready
+	done applied
+	err  error
+}
+
+// appendsOnly reports whether rd's actions are appends alone (no
+// truncation, so no loss to report).
+func appendsOnly(rd follower.Ready) bool {
+	for _, a := range rd.Actions {
+		if _, ok := a.(*follower.Append); !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // actionFailed logs a failed storage action and steps it into the state

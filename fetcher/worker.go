@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/kfollower/kfollower/follower"
@@ -257,10 +258,11 @@ func (w *worker) handle(o order, now time.Time) (quit bool) {
 // processAll carries out every partition's Ready and publishes status.
 func (w *worker) processAll(now time.Time) {
 	w.tickDue(now) // fetcher/wake.go: a backoff that ended is stepped before the next request
+	pre := w.applyAhead()
 	var refresh bool
 	var touched []*part
 	for _, p := range w.parts {
-		b, r, rf := p.process(&w.m.cfg, now)
+		b, r, rf := p.process(&w.m.cfg, now, pre[p])
 		refresh = refresh || rf
 		if b > 0 {
 			w.m.cfg.observe().Appended(w.id, p.tp, b, r)
@@ -278,6 +280,56 @@ func (w *worker) processAll(now time.Time) {
 		w.m.requestRefresh()
 	}
 }
+
+// applyAhead carries out side by side, at most parallelApplies at once,
+// the appends of the partitions whose next Ready has appends alone, when
+// there are several, and returns each one's Ready with what its appends
+// did, for process to take. A log's first append writes its
+// leader-epoch-checkpoint and recovery point, each fsynced: one partition
+// after the other, the first Fetch of thousands took most of the
+// start-up (issue 14). Each partition's appends are still carried out in
+// order, by one goroutine, which the worker waits for, so a log has one
+// writer at a time; everything else (events, reports, Advance) stays in
+// process, in its order. A truncation is carried out by process: its
+// lost+found save and loss report keep their order.
+func (w *worker) applyAhead() map[*part]*preApplied {
+	var todo []*part
+	for _, p := range w.parts {
+		if !p.unsettled && p.sm.HasReady() {
+			todo = append(todo, p)
+		}
+	}
+	if len(todo) < 2 {
+		return nil
+	}
+	pre := make(map[*part]*preApplied, len(todo))
+	for _, p := range todo {
+		if rd := p.sm.Ready(); len(rd.Actions) > 0 && appendsOnly(rd) {
+			pre[p] = &preApplied{rd: rd}
+		}
+	}
+	if len(pre) < 2 {
+		return nil // process builds the Ready again: Ready changes nothing
+	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, parallelApplies)
+	for p, a := range pre {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			a.done, a.err = p.apply(a.rd)
+		}()
+	}
+	wg.Wait()
+	return pre
+}
+
+// parallelApplies bounds applyAhead's partitions in flight, as
+// openParallel does the opens at start-up: measured on the bench's disk,
+// 16 first appends side by side took a third of the time of one after
+// the other.
+const parallelApplies = 16
 
 // sameLeader reports whether lc names the leader and epoch sm follows.
 func sameLeader(sm *follower.Partition, lc follower.LeaderChange) bool {
