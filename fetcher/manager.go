@@ -69,9 +69,11 @@ type Manager struct {
 	refresh   chan struct{} // asks Run for early metadata; buffered 1
 	metaRound int
 	brokers   []int32 // from the last Metadata, asked in turn
-	// preopened holds the logs placeAll opened in parallel for place to
-	// take (preopen); empty outside placeAll.
-	preopened map[wire.TopicPartition]opened
+	// preopened holds the logs placeAll opens in parallel for place to
+	// take (preopen); empty outside placeAll. preopens is the opening,
+	// waited for by closePreopened.
+	preopened map[wire.TopicPartition]*opened
+	preopens  sync.WaitGroup
 
 	mu       sync.Mutex // guards ids, statuses and loaded, read by other goroutines
 	ids      map[string]wire.TopicID
@@ -547,17 +549,20 @@ func (m *Manager) takeHandbacks(wctx context.Context) {
 // a time took a minute at start-up.
 const openParallel = 16
 
-// opened is a log preopen opened, or why it could not.
+// opened is a log preopen opened, or why it could not, once done is
+// closed.
 type opened struct {
-	l   partLog
-	err error
+	l    partLog
+	err  error
+	done chan struct{}
 }
 
-// preopen opens, in parallel (at most openParallel at once), the logs of
-// the partitions of resp that place will open: followed, not yet held,
-// not failed, their topic named with an id. place takes them from
-// m.preopened in its own order, so what happens to each partition (and
-// what is logged and observed) is as if it had been opened there.
+// preopen starts opening, in parallel (at most openParallel at once), the
+// logs of the partitions of resp that place will open: followed, not yet
+// held, not failed, their topic named with an id. place takes them from
+// m.preopened in its own order, each once it is open, so what happens to
+// each partition (and what is logged and observed) is as if it had been
+// opened there.
 func (m *Manager) preopen(resp *kmsg.MetadataResponse) {
 	type job struct {
 		tp wire.TopicPartition
@@ -585,29 +590,44 @@ func (m *Manager) preopen(resp *kmsg.MetadataResponse) {
 	if len(jobs) < 2 {
 		return // opened in place, as ever
 	}
-	results := make([]opened, len(jobs))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, openParallel)
-	for i, j := range jobs {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			l, err := m.openPartLog(j.tp, j.id)
-			results[i] = opened{l, err}
-		}()
+	// place takes each log as soon as it is open, in its own order, and
+	// does not wait for the others: the first partitions are fetching
+	// while the last ones open (at thousands of partitions the opens take
+	// seconds, and the first appends as many again). The opens start in
+	// place's order; closePreopened waits for every one.
+	m.preopened = make(map[wire.TopicPartition]*opened, len(jobs))
+	slots := make([]*opened, 0, len(jobs))
+	unique := jobs[:0]
+	for _, j := range jobs {
+		if m.preopened[j.tp] != nil {
+			continue // named twice: opened once
+		}
+		o := &opened{done: make(chan struct{})}
+		m.preopened[j.tp] = o
+		slots, unique = append(slots, o), append(unique, j)
 	}
-	wg.Wait()
-	m.preopened = make(map[wire.TopicPartition]opened, len(jobs))
-	for i, j := range jobs {
-		m.preopened[j.tp] = results[i]
-	}
+	m.preopens.Add(1)
+	go func() {
+		defer m.preopens.Done()
+		sem := make(chan struct{}, openParallel)
+		for i, j := range unique {
+			sem <- struct{}{}
+			m.preopens.Add(1)
+			go func() {
+				defer func() { <-sem; m.preopens.Done() }()
+				o := slots[i]
+				o.l, o.err = m.openPartLog(j.tp, j.id)
+				close(o.done)
+			}()
+		}
+	}()
 }
 
 // closePreopened closes the preopened logs place did not take (a Metadata
 // answer naming a partition twice, or a rule of place's that preopen does
 // not repeat), so none is left open unowned.
 func (m *Manager) closePreopened() {
+	m.preopens.Wait()
 	for tp, o := range m.preopened {
 		if o.err == nil {
 			if err := o.l.Close(); err != nil {
@@ -623,6 +643,7 @@ func (m *Manager) open(tp wire.TopicPartition, id wire.TopicID) (*part, error) {
 	var err error
 	if o, ok := m.preopened[tp]; ok {
 		delete(m.preopened, tp)
+		<-o.done
 		l, err = o.l, o.err
 	} else {
 		l, err = m.openPartLog(tp, id)
