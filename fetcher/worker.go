@@ -461,11 +461,17 @@ func withoutID(fetches map[wire.TopicPartition]*follower.Fetch, ids map[string]w
 // addCarried adds to the Fetch f the carried Fetches of the partitions
 // carried (part.carry), as they were sent, under their state machines'
 // ids: in the air again, so their answers are stepped as any other. One
-// whose topic id is gone since stays carried (withoutID).
+// whose topic has no id (which Manager.ids never forgets, so a broken
+// invariant) has its answer stepped instead, and its next Fetch waits for
+// Metadata as any other (withoutID).
 func (w *worker) addCarried(f *flight, carried []wire.TopicPartition, ids map[string]wire.TopicID) {
 	for _, tp := range carried {
 		p := w.parts[tp]
-		if p == nil || !p.carrying || ids[tp.Topic] == (wire.TopicID{}) {
+		if p == nil || !p.carrying {
+			continue
+		}
+		if ids[tp.Topic] == (wire.TopicID{}) {
+			p.uncarry(w.m.cfg.Now())
 			continue
 		}
 		f.reqIDs[tp], f.fetches[tp] = p.carry.id, p.carry.fetch
