@@ -75,14 +75,14 @@ type part struct {
 	// serves it again), or the served epoch could not be made durable.
 	force bool
 	// unsettled: the log may list losses not yet reported (settleLosses):
-	// it was opened, or reopened, or storage actions ran since the list
+	// it was opened, or reopened, or a truncation ran since the list
 	// was last found empty. Asking the log after every step of every
 	// partition was a twentieth of the idle CPU.
 	unsettled bool
 	// carry is the answer of an idle long poll that was not stepped
 	// (follower.Partition.Unchanged): the state machine's Fetch stays in
 	// flight and goes out again as it was, under the same id, in the
-	// worker's next Fetch (worker.carried). Anything stepped into the
+	// worker's next Fetch (worker.addCarried). Anything stepped into the
 	// partition steps carry first (step), so the state machine sees every
 	// input, in order, as if it had been stepped when it came.
 	carry    carriedFetch
