@@ -102,7 +102,7 @@ func TestCheckMetadataEpoch(t *testing.T) {
 	rec := &recorder{}
 	cfg := Config{Logger: slog.New(slog.DiscardHandler), Observers: []Observer{rec}}
 	cfg.withDefaults()
-	m := &Manager{cfg: cfg, metaEpochs: map[int32]map[wire.TopicPartition]int32{}}
+	m := &Manager{cfg: cfg, seen: map[wire.TopicPartition]seenMeta{}}
 	tp := wire.TopicPartition{Topic: "t", Partition: 0}
 	m.checkMetadataEpoch(1, tp, 5)
 	m.checkMetadataEpoch(2, tp, 4) // broker 2 behind broker 1: fine

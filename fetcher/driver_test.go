@@ -582,6 +582,18 @@ func (e *driverEnv) reply(t *testing.T, d *datadriven.TestData) {
 		w.landed(e.ctx, f)
 		if w.flight != nil {
 			e.sent(t, " (ahead of the appends)")
+			// A partition whose answer changed nothing goes out again
+			// under the same id, its answer not stepped (part.carry).
+			var carried []wire.TopicPartition
+			for tp, id := range w.flight.reqIDs {
+				if old, ok := f.reqIDs[tp]; ok && old == id {
+					carried = append(carried, tp)
+				}
+			}
+			if len(carried) > 0 {
+				slices.SortFunc(carried, cmpTP)
+				e.printf("broker %d: Fetch ahead carries %s (answered unchanged, not stepped)\n", w.id, joinTPs(carried))
+			}
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatalf("broker %d: the answer never reached the worker", id)
@@ -957,4 +969,12 @@ func (e *driverEnv) corrupt(t *testing.T, d *datadriven.TestData) {
 		pos = end
 	}
 	d.Fatalf(t, "no batch of %s holds offset %d", tp, off)
+}
+
+// cmpTP orders partitions by topic, then partition.
+func cmpTP(a, b wire.TopicPartition) int {
+	if c := strings.Compare(a.Topic, b.Topic); c != 0 {
+		return c
+	}
+	return int(a.Partition - b.Partition)
 }

@@ -5,14 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kfollower/kfollower/follower"
 	"github.com/kfollower/kfollower/storage"
 	"github.com/kfollower/kfollower/wire"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -52,20 +55,25 @@ type Manager struct {
 	moving   map[wire.TopicPartition]*transit
 	parked   map[wire.TopicPartition]*part // no leader yet, held by Run
 	failed   map[wire.TopicPartition]string
-	retired  map[string]bool                               // topics recreated under us: no longer followed
-	seen     map[wire.TopicPartition]follower.LeaderChange // last leader metadata named, for Observer.LeaderChanged
+	retired  map[string]bool // topics recreated under us: no longer followed
+	// seen is what Metadata named of each partition: the last leader, for
+	// Observer.LeaderChanged, and the highest leader epoch each broker
+	// named, for follower.CheckMetadataEpochBackwards. One entry a
+	// partition (not one per broker, and another for the leader): at
+	// thousands of partitions, asked of every broker in turn, they were
+	// a tenth of the heap.
+	seen map[wire.TopicPartition]seenMeta
 	// handbacks carries released partitions from the workers to Run.
 	handbacks *mailbox[handback]
 
-	refresh chan struct{} // asks Run for early metadata; buffered 1
-	// metaEpochs is the highest leader epoch each broker's Metadata named
-	// per partition, for follower.CheckMetadataEpochBackwards. Owned by Run.
-	metaEpochs map[int32]map[wire.TopicPartition]int32
-	metaRound  int
-	brokers    []int32 // from the last Metadata, asked in turn
-	// preopened holds the logs placeAll opened in parallel for place to
-	// take (preopen); empty outside placeAll.
-	preopened map[wire.TopicPartition]opened
+	refresh   chan struct{} // asks Run for early metadata; buffered 1
+	metaRound int
+	brokers   []int32 // from the last Metadata, asked in turn
+	// preopened holds the logs placeAll opens in parallel for place to
+	// take (preopen); empty outside placeAll. preopens is the opening,
+	// waited for by closePreopened.
+	preopened map[wire.TopicPartition]*opened
+	preopens  sync.WaitGroup
 
 	mu       sync.Mutex // guards ids, statuses and loaded, read by other goroutines
 	ids      map[string]wire.TopicID
@@ -74,7 +82,21 @@ type Manager struct {
 	inFlight map[wire.TopicPartition]inFlight // requests in the air (status.go)
 
 	catalog catalog // the open logs, read-only, for a server of the copy
+
+	// steps counts every state machine step of the partitions, for the
+	// tests that pin what an idle long poll costs (part.steps).
+	steps atomic.Int64
 }
+
+// seenMeta is what Metadata named of one partition (Manager.seen).
+type seenMeta struct {
+	lc     follower.LeaderChange // the last leader named, if hasLC
+	hasLC  bool
+	epochs []brokerEpoch
+}
+
+// brokerEpoch is the highest leader epoch a broker's Metadata named.
+type brokerEpoch struct{ broker, epoch int32 }
 
 // transit is a partition its worker was told to release and that has not
 // come back to Run yet: it is placed with lc's leader when it does, or
@@ -93,7 +115,29 @@ func New(cfg Config) (*Manager, error) {
 		return nil, errors.New("fetcher: Config.DataDir is empty")
 	}
 	cl := cfg.Client
-	return newManager(cfg, cl, func(id int32) requester { return cl.Broker(int(id)) }), nil
+	return newManager(cfg, anyBroker{cl}, func(id int32) requester { return cl.Broker(int(id)) }), nil
+}
+
+// anyBroker asks the brokers the client has discovered, then its seeds, in
+// turn, until one answers. Each is asked through its *kgo.Broker, never
+// through the kgo.Client itself: the client keeps a deep copy of every
+// Metadata answer it sends for RequestCachedMetadata, which nothing here
+// reads, and at thousands of partitions that copy was a tenth of the heap
+// (issue 14).
+type anyBroker struct{ cl *kgo.Client }
+
+func (a anyBroker) Request(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	err := errors.New("no broker known")
+	for _, b := range append(a.cl.DiscoveredBrokers(), a.cl.SeedBrokers()...) {
+		var resp kmsg.Response
+		if resp, err = b.Request(ctx, req); err == nil {
+			return resp, nil
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, err
 }
 
 func newManager(cfg Config, seed requester, broker func(int32) requester) *Manager {
@@ -106,19 +150,18 @@ func newManager(cfg Config, seed requester, broker func(int32) requester) *Manag
 		openLog: func(dataDir, topic string, partition int32, opts storage.Options) (partLog, error) {
 			return storage.Open(dataDir, topic, partition, opts)
 		},
-		workers:    map[int32]*worker{},
-		owned:      map[int32]int{},
-		owner:      map[wire.TopicPartition]int32{},
-		moving:     map[wire.TopicPartition]*transit{},
-		parked:     map[wire.TopicPartition]*part{},
-		failed:     map[wire.TopicPartition]string{},
-		retired:    map[string]bool{},
-		seen:       map[wire.TopicPartition]follower.LeaderChange{},
-		handbacks:  newMailbox[handback](),
-		refresh:    make(chan struct{}, 1),
-		metaEpochs: map[int32]map[wire.TopicPartition]int32{},
-		ids:        map[string]wire.TopicID{},
-		statuses:   map[wire.TopicPartition]Status{},
+		workers:   map[int32]*worker{},
+		owned:     map[int32]int{},
+		owner:     map[wire.TopicPartition]int32{},
+		moving:    map[wire.TopicPartition]*transit{},
+		parked:    map[wire.TopicPartition]*part{},
+		failed:    map[wire.TopicPartition]string{},
+		retired:   map[string]bool{},
+		seen:      map[wire.TopicPartition]seenMeta{},
+		handbacks: newMailbox[handback](),
+		refresh:   make(chan struct{}, 1),
+		ids:       map[string]wire.TopicID{},
+		statuses:  map[wire.TopicPartition]Status{},
 	}
 }
 
@@ -359,19 +402,24 @@ func (m *Manager) checkMetadataEpoch(broker int32, tp wire.TopicPartition, epoch
 	if broker < 0 || epoch < 0 {
 		return
 	}
-	seen := m.metaEpochs[broker]
-	if seen == nil {
-		seen = map[wire.TopicPartition]int32{}
-		m.metaEpochs[broker] = seen
-	}
-	if prev, ok := seen[tp]; ok && epoch < prev {
+	sm := m.seen[tp]
+	i := slices.IndexFunc(sm.epochs, func(b brokerEpoch) bool { return b.broker == broker })
+	if i >= 0 && epoch < sm.epochs[i].epoch {
+		prev := sm.epochs[i].epoch
 		e := &follower.ConformanceEvent{Topic: tp.Topic, Partition: tp.Partition, Check: follower.CheckMetadataEpochBackwards,
 			LeaderEpoch: prev, Evidence: fmt.Sprintf("broker %d's Metadata named leader epoch %d after %d", broker, epoch, prev)}
 		logConformance(&m.cfg, e)
 		m.cfg.observe().Event(e)
 		return
 	}
-	seen[tp] = epoch
+	if i < 0 {
+		sm.epochs = append(sm.epochs, brokerEpoch{broker: broker, epoch: epoch})
+	} else if sm.epochs[i].epoch == epoch {
+		return // nothing to record
+	} else {
+		sm.epochs[i].epoch = epoch
+	}
+	m.seen[tp] = sm
 }
 
 // place gives tp to its leader's worker, opening its log the first time.
@@ -381,12 +429,16 @@ func (m *Manager) place(wctx context.Context, tp wire.TopicPartition, id wire.To
 	if _, bad := m.failed[tp]; bad {
 		return
 	}
-	if old, ok := m.seen[tp]; ok && old != lc {
+	sm := m.seen[tp]
+	if old := sm.lc; sm.hasLC && old != lc {
 		m.cfg.Logger.Info("leader changed", "partition", tp.String(), "leader", lc.Leader, "leader_epoch", lc.LeaderEpoch,
 			"previous_leader", old.Leader, "previous_leader_epoch", old.LeaderEpoch)
 		m.cfg.observe().LeaderChanged(tp, old, lc)
 	}
-	m.seen[tp] = lc
+	if !sm.hasLC || sm.lc != lc {
+		sm.lc, sm.hasLC = lc, true
+		m.seen[tp] = sm
+	}
 	if tr, ok := m.moving[tp]; ok {
 		tr.lc = lc // on its way back: placed with the latest leader
 		return
@@ -497,17 +549,20 @@ func (m *Manager) takeHandbacks(wctx context.Context) {
 // a time took a minute at start-up.
 const openParallel = 16
 
-// opened is a log preopen opened, or why it could not.
+// opened is a log preopen opened, or why it could not, once done is
+// closed.
 type opened struct {
-	l   partLog
-	err error
+	l    partLog
+	err  error
+	done chan struct{}
 }
 
-// preopen opens, in parallel (at most openParallel at once), the logs of
-// the partitions of resp that place will open: followed, not yet held,
-// not failed, their topic named with an id. place takes them from
-// m.preopened in its own order, so what happens to each partition (and
-// what is logged and observed) is as if it had been opened there.
+// preopen starts opening, in parallel (at most openParallel at once), the
+// logs of the partitions of resp that place will open: followed, not yet
+// held, not failed, their topic named with an id. place takes them from
+// m.preopened in its own order, each once it is open, so what happens to
+// each partition (and what is logged and observed) is as if it had been
+// opened there.
 func (m *Manager) preopen(resp *kmsg.MetadataResponse) {
 	type job struct {
 		tp wire.TopicPartition
@@ -535,29 +590,44 @@ func (m *Manager) preopen(resp *kmsg.MetadataResponse) {
 	if len(jobs) < 2 {
 		return // opened in place, as ever
 	}
-	results := make([]opened, len(jobs))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, openParallel)
-	for i, j := range jobs {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			l, err := m.openPartLog(j.tp, j.id)
-			results[i] = opened{l, err}
-		}()
+	// place takes each log as soon as it is open, in its own order, and
+	// does not wait for the others: the first partitions are fetching
+	// while the last ones open (at thousands of partitions the opens take
+	// seconds, and the first appends as many again). The opens start in
+	// place's order; closePreopened waits for every one.
+	m.preopened = make(map[wire.TopicPartition]*opened, len(jobs))
+	slots := make([]*opened, 0, len(jobs))
+	unique := jobs[:0]
+	for _, j := range jobs {
+		if m.preopened[j.tp] != nil {
+			continue // named twice: opened once
+		}
+		o := &opened{done: make(chan struct{})}
+		m.preopened[j.tp] = o
+		slots, unique = append(slots, o), append(unique, j)
 	}
-	wg.Wait()
-	m.preopened = make(map[wire.TopicPartition]opened, len(jobs))
-	for i, j := range jobs {
-		m.preopened[j.tp] = results[i]
-	}
+	m.preopens.Add(1)
+	go func() {
+		defer m.preopens.Done()
+		sem := make(chan struct{}, openParallel)
+		for i, j := range unique {
+			sem <- struct{}{}
+			m.preopens.Add(1)
+			go func() {
+				defer func() { <-sem; m.preopens.Done() }()
+				o := slots[i]
+				o.l, o.err = m.openPartLog(j.tp, j.id)
+				close(o.done)
+			}()
+		}
+	}()
 }
 
 // closePreopened closes the preopened logs place did not take (a Metadata
 // answer naming a partition twice, or a rule of place's that preopen does
 // not repeat), so none is left open unowned.
 func (m *Manager) closePreopened() {
+	m.preopens.Wait()
 	for tp, o := range m.preopened {
 		if o.err == nil {
 			if err := o.l.Close(); err != nil {
@@ -573,6 +643,7 @@ func (m *Manager) open(tp wire.TopicPartition, id wire.TopicID) (*part, error) {
 	var err error
 	if o, ok := m.preopened[tp]; ok {
 		delete(m.preopened, tp)
+		<-o.done
 		l, err = o.l, o.err
 	} else {
 		l, err = m.openPartLog(tp, id)
@@ -582,7 +653,7 @@ func (m *Manager) open(tp wire.TopicPartition, id wire.TopicID) (*part, error) {
 	}
 	h := fnv.New64a()
 	h.Write([]byte(tp.String()))
-	p := &part{tp: tp, id: id, log: l}
+	p := &part{tp: tp, log: l, steps: &m.steps, unsettled: true}
 	p.sm = follower.NewPartition(follower.Config{
 		Topic: tp.Topic, Partition: tp.Partition,
 		DiscardOnGap: m.cfg.DiscardOnGap, Backoff: m.cfg.Backoff, JitterSeed: h.Sum64(),
@@ -599,7 +670,10 @@ func (m *Manager) open(tp wire.TopicPartition, id wire.TopicID) (*part, error) {
 func (m *Manager) openPartLog(tp wire.TopicPartition, id wire.TopicID) (partLog, error) {
 	opts := m.cfg.Storage
 	opts.TopicID = storage.TopicID(id)
-	opts.Logger = m.cfg.Logger.With("partition", tp.String())
+	// storage names the topic and partition in its own lines (a logger
+	// With them per log: another one here was a tenth of a partition's
+	// heap, and named the partition twice).
+	opts.Logger = m.cfg.Logger
 	l, err := m.openLog(m.cfg.DataDir, tp.Topic, tp.Partition, opts)
 	if err != nil {
 		return nil, fmt.Errorf("opening the local log of %s: %w", tp, err)
@@ -616,11 +690,14 @@ func (m *Manager) reopen(p *part) error {
 	if err := p.log.Close(); err != nil {
 		m.cfg.Logger.Debug("closing a failed log", "partition", p.tp.String(), "err", err)
 	}
-	l, err := m.openPartLog(p.tp, p.id)
+	// The topic's id is the one the log was opened with: Metadata naming
+	// another retires the topic instead of recording it (placeAll).
+	id, _ := m.knownID(p.tp.Topic)
+	l, err := m.openPartLog(p.tp, id)
 	if err != nil {
 		return err
 	}
-	p.log = l
+	p.log, p.unsettled = l, true
 	m.catalog.add(p.tp, l)
 	m.cfg.Logger.Info("reopened the local log after a storage failure", "partition", p.tp.String(),
 		"log_start", l.LogStartOffset(), "log_end", l.LogEndOffset())

@@ -79,3 +79,62 @@ func TestOpenLogsInParallel(t *testing.T) {
 		t.Fatalf("%d logs opened, want one a partition (%d)", started, partitions)
 	}
 }
+
+// place takes each log as soon as its own open is done: with the last
+// partition's open held back, the first partitions are already followed
+// (registered for serving) while it waits; once it is let go, every
+// partition is followed from its own log.
+func TestPlaceTakesEachLogOnceOpen(t *testing.T) {
+	e := newDriverEnvAt(t, fastDir(t), slog.New(slog.DiscardHandler))
+	defer e.close()
+	const partitions = 20
+	release := make(chan struct{})
+	open := e.m.openLog
+	e.m.openLog = func(dataDir, topic string, partition int32, opts storage.Options) (partLog, error) {
+		if partition == partitions-1 {
+			<-release
+		}
+		return open(dataDir, topic, partition, opts)
+	}
+	resp := kmsg.NewPtrMetadataResponse()
+	b := kmsg.NewMetadataResponseBroker()
+	b.NodeID = 1
+	resp.Brokers = append(resp.Brokers, b)
+	mt := kmsg.NewMetadataResponseTopic()
+	mt.Topic = kmsg.StringPtr("t")
+	copy(mt.TopicID[:], "t")
+	for p := range int32(partitions) {
+		mp := kmsg.NewMetadataResponseTopicPartition()
+		mp.Partition, mp.Leader, mp.LeaderEpoch = p, 1, 1
+		mt.Partitions = append(mt.Partitions, mp)
+	}
+	resp.Topics = append(resp.Topics, mt)
+	placed := make(chan struct{})
+	go func() {
+		defer close(placed)
+		e.m.placeAll(e.ctx, resp, -1)
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, _, ok := e.m.CatalogPartition("t", partitions-2); ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			close(release)
+			<-placed
+			t.Fatal("partition t-18 was not taken while t-19's open was held back")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case <-placed:
+		t.Fatal("placeAll returned before t-19's log was opened")
+	default:
+	}
+	close(release)
+	<-placed
+	e.settle(t)
+	if n := len(e.m.Statuses()); n != partitions {
+		t.Fatalf("%d partitions followed, want %d", n, partitions)
+	}
+}

@@ -3,6 +3,7 @@ package fetcher
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -38,7 +39,6 @@ type partLog interface {
 // leader's worker, else that worker) and moves between them by hand-off.
 type part struct {
 	tp wire.TopicPartition
-	id wire.TopicID // to reopen the log
 	sm *follower.Partition
 	// log is the partition's log; the state machine reads it through
 	// liveLog, so a log reopened after a storage failure replaces it for
@@ -69,13 +69,41 @@ type part struct {
 	// publishing thousands of idle ones after every answer was most of a
 	// worker's idle CPU.
 	dirty bool
-	// lastStatus is the status publish last gave out (published: once it
-	// has). force makes the next publish go out even if the status is the
+	// force makes the next publish go out even if the status is the
 	// same: storage actions ran (a truncation that changed nothing a
 	// status shows still holds the partition unserved until changed
 	// serves it again), or the served epoch could not be made durable.
-	lastStatus       Status
-	published, force bool
+	force bool
+	// unsettled: the log may list losses not yet reported (settleLosses):
+	// it was opened, or reopened, or a truncation ran since the list
+	// was last found empty. Asking the log after every step of every
+	// partition was a twentieth of the idle CPU.
+	unsettled bool
+	// carry is the answer of an idle long poll that was not stepped
+	// (follower.Partition.Unchanged): the state machine's Fetch stays in
+	// flight and goes out again as it was, under the same id, in the
+	// worker's next Fetch (worker.addCarried). Anything stepped into the
+	// partition steps carry first (step), so the state machine sees every
+	// input, in order, as if it had been stepped when it came.
+	carry    carriedFetch
+	carrying bool
+	// steps counts the state machine's steps, for the tests that pin what
+	// an idle long poll costs (Manager.steps); nil in tests that build a
+	// part alone.
+	steps *atomic.Int64
+}
+
+// carriedFetch is an answer kept instead of stepped (a success with no
+// records: follower.Partition.Unchanged), and the Fetch it answered.
+type carriedFetch struct {
+	id           uint64
+	hw, logStart int64
+	fetch        wire.FetchPartition
+}
+
+// reply is the answer carried, as it came.
+func (c carriedFetch) reply() follower.FetchReply {
+	return follower.FetchReply{ID: c.id, HighWatermark: c.hw, LogStartOffset: c.logStart, Diverging: follower.EpochEndOffset{Epoch: -1, EndOffset: -1}}
 }
 
 // liveLog is the state machine's view of whichever log p holds.
@@ -98,7 +126,15 @@ type fetchedBatches struct {
 // only with those two, and other inputs only with ErrStopped: a stopped
 // partition takes no leader change or tick, and loses nothing by it.
 func (p *part) step(now time.Time, msg follower.Msg) bool {
+	p.uncarry(now)
+	return p.stepOne(now, msg)
+}
+
+func (p *part) stepOne(now time.Time, msg follower.Msg) bool {
 	p.dirty = true
+	if p.steps != nil {
+		p.steps.Add(1)
+	}
 	err := p.sm.Step(now, msg)
 	if err == nil {
 		return true
@@ -110,18 +146,45 @@ func (p *part) step(now time.Time, msg follower.Msg) bool {
 	return false
 }
 
+// uncarry steps the answer p carries, if any: its Fetch is no longer to
+// go out again as it was.
+func (p *part) uncarry(now time.Time) {
+	if p.carrying {
+		p.carrying = false
+		p.stepOne(now, p.carry.reply())
+	}
+}
+
 // process carries out every Ready the state machine has, in the order its
 // contract demands: storage actions (each durable before the next), then
 // events, then the request is queued; then Advance. It returns the
 // appended bytes and records, and whether a metadata refresh was asked for.
-func (p *part) process(cfg *Config, now time.Time) (appendedBytes, appendedRecords int64, refresh bool) {
-	if len(p.log.UnreportedLosses()) > 0 {
-		p.dirty = true
-		p.settleLosses(cfg)
+//
+// pre, if not nil, is the state machine's next Ready with its actions
+// already carried out (worker.applyAhead): taken as if applied here.
+func (p *part) process(cfg *Config, now time.Time, pre *preApplied) (appendedBytes, appendedRecords int64, refresh bool) {
+	if p.unsettled {
+		if len(p.log.UnreportedLosses()) > 0 {
+			p.dirty = true
+			p.settleLosses(cfg)
+		} else {
+			p.unsettled = false
+		}
 	}
 	for p.sm.HasReady() {
-		rd := p.sm.Ready()
-		done, err := p.apply(rd)
+		var rd follower.Ready
+		var done applied
+		var err error
+		if pre != nil {
+			rd, done, err = pre.rd, pre.done, pre.err
+			pre = nil
+		} else {
+			rd = p.sm.Ready()
+			if !appendsOnly(rd) {
+				p.unsettled = true // a truncation may list a loss to report
+			}
+			done, err = p.apply(rd)
+		}
 		appendedBytes += done.bytes
 		appendedRecords += done.records
 		// What the fetched batches break is the broker's answer, so it is
@@ -149,6 +212,25 @@ func (p *part) process(cfg *Config, now time.Time) (appendedBytes, appendedRecor
 		p.sm.Advance(rd)
 	}
 	return appendedBytes, appendedRecords, refresh
+}
+
+// preApplied is a Ready whose storage actions worker.applyAhead carried
+// out, and what they did.
+type preApplied struct {
+	rd   follower.Ready
+	done applied
+	err  error
+}
+
+// appendsOnly reports whether rd's actions are appends alone (no
+// truncation, so no loss to report).
+func appendsOnly(rd follower.Ready) bool {
+	for _, a := range rd.Actions {
+		if _, ok := a.(*follower.Append); !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // actionFailed logs a failed storage action and steps it into the state

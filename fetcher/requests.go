@@ -9,8 +9,10 @@ import (
 // follower speaks in request ids and partitions one at a time, wire in
 // batches of partitions, and neither imports the other.
 
-func mapValues[K comparable, V, W any](m map[K]V, f func(V) W) map[K]W {
-	out := make(map[K]W, len(m))
+// mapValues maps m's values, into a map sized for at least size entries
+// (more are added to it after).
+func mapValues[K comparable, V, W any](m map[K]V, size int, f func(V) W) map[K]W {
+	out := make(map[K]W, max(len(m), size))
 	for k, v := range m {
 		out[k] = f(v)
 	}
@@ -18,24 +20,24 @@ func mapValues[K comparable, V, W any](m map[K]V, f func(V) W) map[K]W {
 }
 
 // requestIDs keeps the id of each partition's request, for its reply.
-func requestIDs[R follower.Request](rs map[wire.TopicPartition]R) map[wire.TopicPartition]uint64 {
-	return mapValues(rs, func(r R) uint64 { return r.RequestID() })
+func requestIDs[R follower.Request](rs map[wire.TopicPartition]R, size int) map[wire.TopicPartition]uint64 {
+	return mapValues(rs, size, func(r R) uint64 { return r.RequestID() })
 }
 
 func epochQueries(rs map[wire.TopicPartition]*follower.OffsetsForLeaderEpoch) map[wire.TopicPartition]wire.EpochQuery {
-	return mapValues(rs, func(r *follower.OffsetsForLeaderEpoch) wire.EpochQuery {
+	return mapValues(rs, 0, func(r *follower.OffsetsForLeaderEpoch) wire.EpochQuery {
 		return wire.EpochQuery{CurrentLeaderEpoch: r.CurrentLeaderEpoch, LeaderEpoch: r.LeaderEpoch}
 	})
 }
 
 func listQueries(rs map[wire.TopicPartition]*follower.ListOffsets) map[wire.TopicPartition]wire.ListOffsetsQuery {
-	return mapValues(rs, func(r *follower.ListOffsets) wire.ListOffsetsQuery {
+	return mapValues(rs, 0, func(r *follower.ListOffsets) wire.ListOffsetsQuery {
 		return wire.ListOffsetsQuery{CurrentLeaderEpoch: r.CurrentLeaderEpoch}
 	})
 }
 
-func fetchPartitions(rs map[wire.TopicPartition]*follower.Fetch) map[wire.TopicPartition]wire.FetchPartition {
-	return mapValues(rs, func(r *follower.Fetch) wire.FetchPartition {
+func fetchPartitions(rs map[wire.TopicPartition]*follower.Fetch, size int) map[wire.TopicPartition]wire.FetchPartition {
+	return mapValues(rs, size, func(r *follower.Fetch) wire.FetchPartition {
 		return wire.FetchPartition{Offset: r.Offset, CurrentLeaderEpoch: r.CurrentLeaderEpoch,
 			LastFetchedEpoch: r.LastFetchedEpoch, LogStartOffset: r.LogStartOffset}
 	})

@@ -318,6 +318,35 @@ func (p *Partition) onFetchReply(now time.Time, m FetchReply) error {
 	return nil
 }
 
+// Unchanged reports whether stepping m would change nothing but answer
+// the Fetch in flight: m is that Fetch's reply, a success with no records,
+// no DivergingEpoch, and the high watermark and log start already known in
+// this leader epoch, after a success (no retry, error or
+// OFFSET_OUT_OF_RANGE streak pending). The Fetch the partition would then
+// hand out asks for exactly what the one in flight asked for, from the log
+// as it is, so a driver may keep that Fetch in flight, sending it again
+// under the same ID, instead of stepping m: an idle long poll then costs
+// the partition nothing (issue 14: at thousands of partitions, stepping
+// every idle answer was most of the idle CPU). What the broker left out of
+// an incremental KIP-227 answer is such a reply. A driver that keeps it
+// must step it before anything else it steps into the partition, so that
+// the partition sees every input in order.
+func (p *Partition) Unchanged(m FetchReply) bool {
+	if p.state != StateFetching || p.inflight == nil || p.inflight.RequestID() != m.ID {
+		return false
+	}
+	if m.ErrorCode != 0 || m.Diverging.Epoch >= 0 || len(m.Records) > 0 {
+		return false
+	}
+	if p.attempts != 0 || p.lastErr != nil || p.oorStreak != 0 || p.fetchedEpoch != p.epoch {
+		return false
+	}
+	if m.HighWatermark != p.hw || (m.HighWatermark >= 0 && p.hwEpoch != p.epoch) || m.HighWatermark > p.highestHW {
+		return false
+	}
+	return m.LogStartOffset < 0 || m.LogStartOffset == p.leaderLogStart
+}
+
 // errNoDivergence is the error of a backoff after a DivergingEpoch answer
 // that cut nothing.
 var errNoDivergence = errors.New("DivergingEpoch answer that diverges from nothing we hold: fetching again after a backoff")
@@ -465,6 +494,11 @@ func (p *Partition) NextWake() time.Time {
 // InFlight returns the request handed out by the last Advance and not yet
 // answered, or nil.
 func (p *Partition) InFlight() Request { return p.inflight }
+
+// Leader returns the leader and leader epoch the partition follows. A
+// LeaderChange naming both is a no-op (KAFKA-7164: the same epoch keeps
+// the current state), so a driver need not step the same Metadata again.
+func (p *Partition) Leader() (leader, epoch int32) { return p.leader, p.epoch }
 
 // State returns the current state.
 func (p *Partition) State() State { return p.state }
