@@ -17,7 +17,9 @@ import (
 //
 //   - it never goes down, across restarts too: storage.ServedEpoch keeps it
 //     in the partition directory (never in leader-epoch-checkpoint, which
-//     stays the upstream lineage), durable before it is served;
+//     stays the upstream lineage), durable before it is served; the floor
+//     0 is not written (a missing file reads -1 and is raised to 0 again
+//     at the next open, before serving);
 //   - it is at least the log's latest epoch, so no batch served carries an
 //     epoch above the one Metadata names (the fence check of a downstream
 //     reader, follower.CheckBatchEpochAboveLeader);

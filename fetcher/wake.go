@@ -1,6 +1,10 @@
 package fetcher
 
-import "time"
+import (
+	"time"
+
+	"github.com/kfollower/kfollower/wire"
+)
 
 // tickDue steps Tick into the worker's partitions if a backoff has ended,
 // before the worker decides its next request (the hook at the top of
@@ -15,4 +19,27 @@ func (w *worker) tickDue(now time.Time) {
 	if at, ok := w.nextWake(); ok && !now.Before(at) {
 		w.tick(now)
 	}
+}
+
+// limits is the Fetch limits with the long poll cut to end when the
+// worker's next backoff does. A worker has one request in the air, so a
+// retry that falls due during a long poll waits for its answer: the epoch
+// round of the partitions a new leader answered UNKNOWN_LEADER_EPOCH
+// (follower.Together) went out up to MaxWait late, most of kfollower's
+// own share of a leader move (BenchmarkScale). A broker answers a Fetch
+// at MaxWait with what it has (FetchRequest max_wait_ms), so a shorter one
+// costs one more round trip and loses nothing. Kafka's replica fetcher
+// waits the whole replica.fetch.wait.max.ms instead, the delayed
+// partitions left out of its Fetch (AbstractFetcherThread).
+func (w *worker) limits(now time.Time) wire.FetchLimits {
+	lim := w.m.cfg.Limits
+	if at, ok := w.nextWake(); ok {
+		// Rounded up: a long poll that ends before the backoff would be
+		// answered and followed by another before the retry.
+		ms := (at.Sub(now) + time.Millisecond - 1) / time.Millisecond
+		if ms < time.Duration(lim.MaxWaitMillis) {
+			lim.MaxWaitMillis = int32(max(ms, 0))
+		}
+	}
+	return lim
 }

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/datadriven"
+	"github.com/kfollower/kfollower/wire"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // TestRetryBeforeNextFetch: a backoff that ended while a Fetch was in the
@@ -39,5 +41,53 @@ func TestRetryBeforeNextFetch(t *testing.T) {
 	out := step("reply", "broker=2", "t-1 hw=5")
 	if !strings.Contains(out, "broker 2 <- OffsetForLeaderEpoch t-0") {
 		t.Fatalf("after the Fetch answer, t-0's retry did not go next:\n%s", out)
+	}
+}
+
+// TestLongPollEndsWithBackoff: a Fetch sent while a partition backs off
+// long-polls no longer than the backoff has left, so the retry is not
+// held behind the Fetch in the air; with no backoff it waits the whole
+// MaxWait.
+func TestLongPollEndsWithBackoff(t *testing.T) {
+	e := newDriverEnv(t)
+	defer e.close()
+	step := func(cmd, args, input string) string {
+		d := &datadriven.TestData{Pos: "wake_test", Cmd: cmd, Input: input}
+		for _, a := range strings.Fields(args) {
+			k, v, _ := strings.Cut(a, "=")
+			d.CmdArgs = append(d.CmdArgs, datadriven.CmdArg{Key: k, Vals: []string{v}})
+		}
+		return e.handle(t, d)
+	}
+	maxWait := func(broker int32) int32 {
+		t.Helper()
+		r, ok := e.inAir[broker].req.(*kmsg.FetchRequest)
+		if !ok {
+			t.Fatalf("broker %d has %T in the air, want a Fetch", broker, e.inAir[broker].req)
+		}
+		return r.MaxWaitMillis
+	}
+	step("metadata", "", "t-0 leader=1 epoch=1\nt-1 leader=1 epoch=1")
+	step("reply", "broker=1", "t-0 records=0-4 epoch=1 hw=5\nt-1 records=0-4 epoch=1 hw=5")
+	if got, want := maxWait(1), wire.DefaultFetchLimits.MaxWaitMillis; got != want {
+		t.Errorf("with no backoff, the long poll waits %d ms, want MaxWait %d", got, want)
+	}
+	step("metadata", "", "t-0 leader=2 epoch=2\nt-1 leader=2 epoch=2")
+	if out := step("reply", "broker=2", "t-0 error=UNKNOWN_LEADER_EPOCH\nt-1 epoch=1 end=5"); !strings.Contains(out, "broker 2 <- Fetch t-1@5") {
+		t.Fatalf("t-1 does not fetch after reconciling:\n%s", out)
+	}
+	var at time.Time
+	for _, w := range e.workers() {
+		if w.id == 2 {
+			at, _ = w.nextWake()
+		}
+	}
+	if at.IsZero() {
+		t.Fatal("t-0 does not back off after UNKNOWN_LEADER_EPOCH")
+	}
+	left := at.Sub(e.now)
+	got := time.Duration(maxWait(2)) * time.Millisecond
+	if got < left || got >= left+time.Millisecond || got >= time.Duration(wire.DefaultFetchLimits.MaxWaitMillis)*time.Millisecond {
+		t.Errorf("t-1's long poll waits %v while t-0's backoff has %v left: want it to end with the backoff", got, left)
 	}
 }

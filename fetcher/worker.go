@@ -413,7 +413,7 @@ func (w *worker) send(ctx context.Context) {
 			return
 		}
 		f.topicIDs, f.order = ids, w.fetchOrder(f.fetches)
-		req, sf := w.session.Request(f.order, f.fetches, f.topicIDs, w.m.cfg.Limits)
+		req, sf := w.session.Request(f.order, f.fetches, f.topicIDs, w.limits(w.m.cfg.Now()))
 		f.session, reqs = sf, []kmsg.Request{req}
 	default:
 		return
@@ -725,7 +725,7 @@ func (w *worker) sendAhead(ctx context.Context, ahead map[wire.TopicPartition]wi
 		return
 	}
 	f.order = w.fetchOrder(f.fetches)
-	req, sf := w.session.Request(f.order, f.fetches, f.topicIDs, w.m.cfg.Limits)
+	req, sf := w.session.Request(f.order, f.fetches, f.topicIDs, w.limits(w.m.cfg.Now()))
 	f.session = sf
 	w.start(ctx, f, []kmsg.Request{req})
 }
