@@ -242,3 +242,41 @@ func TestNewLogTornFirstBatches(t *testing.T) {
 
 // tornSeeds is how many torn images TestNewLogTornFirstBatches opens.
 const tornSeeds = 5000
+
+// A new log appended to by a process that died before its first fsync
+// (so before settle synced the data directory's entry for it): the next
+// process's Open makes it durable and reports it so, so the data
+// directory's entry must be durable too, or a power loss after that
+// Open takes every byte it reported durable. Checked that it can fail:
+// without the data directory's fsync in Open's non-empty branch the
+// strict crash image holds no log end 5 but 0.
+func TestReopenedUnsettledLogIsDurable(t *testing.T) {
+	fsys := newMemFS()
+	if err := mkdirAllSynced(fsys, "/data"); err != nil { // as kfollower run does
+		t.Fatal(err)
+	}
+	opts := Options{Logger: quiet, Flush: FlushOS, TopicID: TopicID{1}}
+	first, err := openLog(fsys, "/data", "t", 0, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Append(batch.BuildRun(0, 2, 1, 5)); err != nil {
+		t.Fatal(err)
+	}
+	// first's process dies here: no Flush, no Close; the page cache
+	// (fsys) keeps everything.
+	second, err := openLog(fsys, "/data", "t", 0, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := second.DurableEnd(); d != 5 {
+		t.Fatalf("reopened: durable end %d, want 5", d)
+	}
+	after, err := openLog(fsys.crashImage(nil), "/data", "t", 0, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := after.LogEndOffset(); e != 5 {
+		t.Errorf("after a power loss: log end %d, want the durable end 5 the reopened log reported", e)
+	}
+}

@@ -125,7 +125,16 @@ func (l *Log) recover() error {
 			l.unsyncedDirs = append(l.unsyncedDirs, dd)
 		}
 	} else {
-		for _, p := range parents {
+		// The data directory too, always: an earlier process may have
+		// created this directory and appended to it, then died before
+		// its first fsync settled it (the data directory's entry never
+		// synced), and this Open reports a durable end. One fsync of a
+		// directory whose entries are already durable costs little.
+		dirs := parents
+		if dd := filepath.Dir(l.dir); !slices.Contains(parents, dd) {
+			dirs = append(dirs, dd)
+		}
+		for _, p := range dirs {
 			if err := l.fsys.SyncDir(p); err != nil {
 				return fmt.Errorf("creating %s: syncing %s: %w", l.dir, p, err)
 			}

@@ -75,6 +75,15 @@ func (s *ServedEpoch) Raise(epoch int32) error {
 	if err := writeFileAtomic(s.fsys, s.dir, ServedEpochFile, formatServedEpoch(epoch)); err != nil {
 		return fmt.Errorf("raising the served leader epoch to %d: %w", epoch, err)
 	}
+	if !s.onDisk {
+		// The partition directory's own entry too: a new log's is synced
+		// by its first fsync (Log.settle), which may come later.
+		if dd := filepath.Dir(s.dir); dd != s.dir {
+			if err := s.fsys.SyncDir(dd); err != nil {
+				return fmt.Errorf("raising the served leader epoch to %d: syncing %s: %w", epoch, dd, err)
+			}
+		}
+	}
 	s.epoch.Store(epoch)
 	s.onDisk = true
 	return nil
