@@ -3,6 +3,7 @@ package fetcher
 import (
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -53,5 +54,51 @@ func TestRiseAllAtOnce(t *testing.T) {
 		if se.Epoch() != 7 {
 			t.Errorf("t-%d: served epoch on disk %d, want 7", p, se.Epoch())
 		}
+	}
+}
+
+// TestRiseRetriedWhileIdle: a served epoch whose rise failed (its file
+// could not be written) is tried again at the worker's next pass even when
+// the partition is idle, its long polls carried unstepped
+// (follower.Partition.Unchanged): it is not left behind the upstream epoch
+// until new records come. Checked that it can fail: publishing only the
+// partitions stepped leaves it at epoch 1.
+func TestRiseRetriedWhileIdle(t *testing.T) {
+	dir := t.TempDir()
+	e := newDriverEnvAt(t, dir, slog.New(slog.DiscardHandler))
+	defer e.close()
+	step := func(cmd, args, input string) string {
+		d := &datadriven.TestData{Pos: "rise_test", Cmd: cmd, Input: input}
+		for _, a := range strings.Fields(args) {
+			k, v, _ := strings.Cut(a, "=")
+			d.CmdArgs = append(d.CmdArgs, datadriven.CmdArg{Key: k, Vals: []string{v}})
+		}
+		return e.handle(t, d)
+	}
+	step("metadata", "", "t-0 leader=1 epoch=1")
+	step("reply", "broker=1", "t-0 records=0-4 epoch=1 hw=5")
+	step("reply", "broker=1", "t-0 hw=5")
+	// A directory in the way of the served epoch's temporary file: its
+	// write fails (as root too, which chmod would not stop).
+	block := filepath.Join(dir, "t-0", storage.ServedEpochFile+".tmp")
+	if err := os.Mkdir(block, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	step("metadata", "", "t-0 leader=1 epoch=7")
+	step("reply", "broker=1", "t-0 epoch=1 end=5")
+	for range 3 { // the first in the new epoch is stepped, the others carried
+		step("reply", "broker=1", "t-0 hw=5")
+	}
+	if _, epoch, _ := e.m.CatalogPartition("t", 0); epoch == 7 {
+		t.Fatal("the served epoch rose to 7 with its file blocked")
+	}
+	if err := os.Remove(block); err != nil {
+		t.Fatal(err)
+	}
+	// Idle long polls only: nothing the state machine needs to see.
+	step("reply", "broker=1", "t-0 hw=5")
+	step("reply", "broker=1", "t-0 hw=5")
+	if _, epoch, ok := e.m.CatalogPartition("t", 0); !ok || epoch != 7 {
+		t.Errorf("after the file could be written again and idle long polls: served at epoch %d (served: %v), want 7", epoch, ok)
 	}
 }

@@ -30,16 +30,24 @@ func (w *worker) tickDue(now time.Time) {
 // at MaxWait with what it has (FetchRequest max_wait_ms), so a shorter one
 // costs one more round trip and loses nothing. Kafka's replica fetcher
 // waits the whole replica.fetch.wait.max.ms instead, the delayed
-// partitions left out of its Fetch (AbstractFetcherThread).
+// partitions left out of its Fetch (AbstractFetcherThread). Never below
+// minCutWait: partitions in long, jittered backoffs (a failing disk, a
+// topic gone) wake every few milliseconds between them, and each wake
+// would cost a Fetch.
 func (w *worker) limits(now time.Time) wire.FetchLimits {
 	lim := w.m.cfg.Limits
 	if at, ok := w.nextWake(); ok {
 		// Rounded up: a long poll that ends before the backoff would be
 		// answered and followed by another before the retry.
-		ms := (at.Sub(now) + time.Millisecond - 1) / time.Millisecond
-		if ms < time.Duration(lim.MaxWaitMillis) {
-			lim.MaxWaitMillis = int32(max(ms, 0))
+		d := max(at.Sub(now).Round(time.Millisecond)+time.Millisecond, minCutWait)
+		if ms := d / time.Millisecond; ms < time.Duration(lim.MaxWaitMillis) {
+			lim.MaxWaitMillis = int32(ms)
 		}
 	}
 	return lim
 }
+
+// minCutWait is the shortest long poll limits cuts to: a retry goes out at
+// most this late, and a worker long-polls at most 10 times a second while
+// backoffs are pending.
+const minCutWait = 100 * time.Millisecond

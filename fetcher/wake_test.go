@@ -87,7 +87,7 @@ func TestLongPollEndsWithBackoff(t *testing.T) {
 	}
 	left := at.Sub(e.now)
 	got := time.Duration(maxWait(2)) * time.Millisecond
-	if got < left || got >= left+time.Millisecond || got >= time.Duration(wire.DefaultFetchLimits.MaxWaitMillis)*time.Millisecond {
+	if got < left || got > max(left+2*time.Millisecond, minCutWait) || got >= time.Duration(wire.DefaultFetchLimits.MaxWaitMillis)*time.Millisecond {
 		t.Errorf("t-1's long poll waits %v while t-0's backoff has %v left: want it to end with the backoff", got, left)
 	}
 }

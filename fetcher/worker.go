@@ -267,7 +267,9 @@ func (w *worker) processAll(now time.Time) {
 		if b > 0 {
 			w.m.cfg.observe().Appended(w.id, p.tp, b, r)
 		}
-		if p.dirty {
+		// force: a publish that failed (the served epoch's rise, status.go)
+		// is retried at every pass, as an idle partition is not stepped.
+		if p.dirty || p.force {
 			touched = append(touched, p)
 		}
 	}
