@@ -70,9 +70,16 @@ func TestServeSecurity(t *testing.T) {
 	createACLs(ctx, t, c)
 
 	dir := t.TempDir()
+	// Written whole, by rename: the ACL watcher may read the file at any
+	// moment, and os.WriteFile's truncation would show it an empty file, a
+	// valid one (deny all), reloaded before the content came (the test
+	// then read under no rules at all).
 	write := func(name, content string) string {
 		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		if err := os.WriteFile(p+".tmp", []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(p+".tmp", p); err != nil {
 			t.Fatal(err)
 		}
 		return p
