@@ -430,6 +430,17 @@ func (m *Manager) place(wctx context.Context, tp wire.TopicPartition, id wire.To
 		return
 	}
 	sm := m.seen[tp]
+	if sm.hasLC && lc.LeaderEpoch >= 0 && lc.LeaderEpoch < sm.lc.LeaderEpoch {
+		// Older than an epoch seen: Metadata from a broker that has not
+		// yet applied the move (each applies the controller's records at
+		// its own pace). The state machine would ignore it, but routing
+		// by its leader handed the partition back to the old leader's
+		// worker, where its requests waited for the next Metadata (a
+		// quarter of the changes of BenchmarkScale at 10,000). The Java
+		// client keeps its cached partition on such an answer too
+		// (Metadata.updateLatestMetadata, KIP-320).
+		return
+	}
 	if old := sm.lc; sm.hasLC && old != lc {
 		m.cfg.Logger.Info("leader changed", "partition", tp.String(), "leader", lc.Leader, "leader_epoch", lc.LeaderEpoch,
 			"previous_leader", old.Leader, "previous_leader_epoch", old.LeaderEpoch)
