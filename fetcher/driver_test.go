@@ -516,6 +516,17 @@ func joinTPs(tps []wire.TopicPartition) string {
 	return strings.Join(s, ", ")
 }
 
+// step runs one story command from Go, as a datadriven file would: args
+// as "key=value" fields, pos naming the test in failures.
+func (e *driverEnv) step(t *testing.T, pos, cmd, args, input string) string {
+	d := &datadriven.TestData{Pos: pos, Cmd: cmd, Input: input}
+	for _, a := range strings.Fields(args) {
+		k, v, _ := strings.Cut(a, "=")
+		d.CmdArgs = append(d.CmdArgs, datadriven.CmdArg{Key: k, Vals: []string{v}})
+	}
+	return e.handle(t, d)
+}
+
 // await returns the request a worker just sent.
 func (e *driverEnv) await(t *testing.T) call {
 	select {

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cockroachdb/datadriven"
 	"github.com/kfollower/kfollower/storage"
 )
 
@@ -20,14 +19,7 @@ func TestRiseAllAtOnce(t *testing.T) {
 	dir := t.TempDir()
 	e := newDriverEnvAt(t, dir, slog.New(slog.DiscardHandler))
 	defer e.close()
-	step := func(cmd, args, input string) string {
-		d := &datadriven.TestData{Pos: "rise_test", Cmd: cmd, Input: input}
-		for _, a := range strings.Fields(args) {
-			k, v, _ := strings.Cut(a, "=")
-			d.CmdArgs = append(d.CmdArgs, datadriven.CmdArg{Key: k, Vals: []string{v}})
-		}
-		return e.handle(t, d)
-	}
+	step := func(cmd, args, input string) string { return e.step(t, "rise_test", cmd, args, input) }
 	const n = 5
 	var meta, recs, moved, answers []string
 	for p := range n {
@@ -67,14 +59,7 @@ func TestRiseRetriedWhileIdle(t *testing.T) {
 	dir := t.TempDir()
 	e := newDriverEnvAt(t, dir, slog.New(slog.DiscardHandler))
 	defer e.close()
-	step := func(cmd, args, input string) string {
-		d := &datadriven.TestData{Pos: "rise_test", Cmd: cmd, Input: input}
-		for _, a := range strings.Fields(args) {
-			k, v, _ := strings.Cut(a, "=")
-			d.CmdArgs = append(d.CmdArgs, datadriven.CmdArg{Key: k, Vals: []string{v}})
-		}
-		return e.handle(t, d)
-	}
+	step := func(cmd, args, input string) string { return e.step(t, "rise_test", cmd, args, input) }
 	step("metadata", "", "t-0 leader=1 epoch=1")
 	step("reply", "broker=1", "t-0 records=0-4 epoch=1 hw=5")
 	step("reply", "broker=1", "t-0 hw=5")

@@ -3,8 +3,6 @@ package fetcher
 import (
 	"strings"
 	"testing"
-
-	"github.com/cockroachdb/datadriven"
 )
 
 // TestStaleMetadataIgnored: Metadata naming an older leader epoch than
@@ -16,14 +14,7 @@ import (
 func TestStaleMetadataIgnored(t *testing.T) {
 	e := newDriverEnv(t)
 	defer e.close()
-	step := func(cmd, args, input string) string {
-		d := &datadriven.TestData{Pos: "stale_test", Cmd: cmd, Input: input}
-		for _, a := range strings.Fields(args) {
-			k, v, _ := strings.Cut(a, "=")
-			d.CmdArgs = append(d.CmdArgs, datadriven.CmdArg{Key: k, Vals: []string{v}})
-		}
-		return e.handle(t, d)
-	}
+	step := func(cmd, args, input string) string { return e.step(t, "stale_test", cmd, args, input) }
 	step("metadata", "", "t-0 leader=1 epoch=1")
 	step("reply", "broker=1", "t-0 records=0-4 epoch=1 hw=5")
 	if out := step("metadata", "", "t-0 leader=2 epoch=2"); !strings.Contains(out, "broker 2 <- OffsetForLeaderEpoch t-0") {

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cockroachdb/datadriven"
 	"github.com/kfollower/kfollower/wire"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -19,14 +18,7 @@ import (
 func TestRetryBeforeNextFetch(t *testing.T) {
 	e := newDriverEnv(t)
 	defer e.close()
-	step := func(cmd, args, input string) string {
-		d := &datadriven.TestData{Pos: "wake_test", Cmd: cmd, Input: input}
-		for _, a := range strings.Fields(args) {
-			k, v, _ := strings.Cut(a, "=")
-			d.CmdArgs = append(d.CmdArgs, datadriven.CmdArg{Key: k, Vals: []string{v}})
-		}
-		return e.handle(t, d)
-	}
+	step := func(cmd, args, input string) string { return e.step(t, "wake_test", cmd, args, input) }
 	step("metadata", "", "t-0 leader=1 epoch=1\nt-1 leader=1 epoch=1")
 	step("reply", "broker=1", "t-0 records=0-4 epoch=1 hw=5\nt-1 records=0-4 epoch=1 hw=5")
 	if out := step("metadata", "", "t-0 leader=2 epoch=2\nt-1 leader=2 epoch=2"); !strings.Contains(out, "broker 2 <- OffsetForLeaderEpoch t-0") {
@@ -51,14 +43,7 @@ func TestRetryBeforeNextFetch(t *testing.T) {
 func TestLongPollEndsWithBackoff(t *testing.T) {
 	e := newDriverEnv(t)
 	defer e.close()
-	step := func(cmd, args, input string) string {
-		d := &datadriven.TestData{Pos: "wake_test", Cmd: cmd, Input: input}
-		for _, a := range strings.Fields(args) {
-			k, v, _ := strings.Cut(a, "=")
-			d.CmdArgs = append(d.CmdArgs, datadriven.CmdArg{Key: k, Vals: []string{v}})
-		}
-		return e.handle(t, d)
-	}
+	step := func(cmd, args, input string) string { return e.step(t, "wake_test", cmd, args, input) }
 	maxWait := func(broker int32) int32 {
 		t.Helper()
 		r, ok := e.inAir[broker].req.(*kmsg.FetchRequest)
