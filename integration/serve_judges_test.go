@@ -1213,6 +1213,7 @@ func runJudge(ctx context.Context, stdin *strings.Reader, bin string, args ...st
 	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // dies with a killed test binary
 	if stdin != nil {
 		cmd.Stdin = stdin
 	}

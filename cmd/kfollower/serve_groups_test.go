@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -184,6 +185,7 @@ func confluentGroup(t *testing.T, addr string, g *groupTopic, group string) []st
 		t.Fatal(err)
 	}
 	cmd := exec.Command(j.Python, script, addr, g.name, group, fmt.Sprint(len(g.values)))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // dies with a killed test binary
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

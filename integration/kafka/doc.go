@@ -24,8 +24,9 @@
 // example the docker-compose cluster).
 //
 // Teardown never leaks a JVM: t.Cleanup kills each process group, Main (for
-// TestMain) kills whatever is left, and every JVM gets SIGKILL from the kernel
-// when the test process dies (Pdeathsig).
+// TestMain) kills whatever is left, and every JVM (brokers, the storage
+// format step and the command-line tools alike) gets SIGKILL from the kernel
+// when the test process dies (Pdeathsig), even killed by its -timeout.
 //
 // May import: anything (franz-go kgo, kadm, kmsg).
 package kafka

@@ -99,6 +99,7 @@ func (n *Node) format(clusterID string, features []string) error {
 		return fmt.Errorf("formatting node %d: %w", n.ID, err)
 	}
 	cmd := exec.Command("java", jargs...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("formatting node %d (%s): %v\n%s", n.ID, strings.Join(cmd.Args, " "), err, tail(string(out), 30))

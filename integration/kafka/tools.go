@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 )
 
 // ToolOutput is what a Kafka command-line tool printed, stream by stream:
@@ -55,6 +56,10 @@ func RunToolInput(stdin string, tool string, args ...string) (ToolOutput, error)
 	var stdout, stderr strings.Builder
 	cmd.Stdin = strings.NewReader(stdin)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	// A tool that does not end by itself (a console consumer with no
+	// limit) must not outlive a test binary killed by its -timeout, which
+	// runs no cleanup: the kernel kills the JVM with it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	err = cmd.Run()
 	out := ToolOutput{Class: class, Stdout: stdout.String(), Stderr: stderr.String()}
 	if err != nil {
