@@ -52,8 +52,8 @@ type Config struct {
 	// Changed, if set, is called after anything a reader of tp's log may
 	// see has changed: an append, a flush, a truncation, retention, a
 	// hand-off, a new leader epoch, or the log stopped being served
-	// (CatalogPartition). It runs on the log owner's goroutine, or on the
-	// flusher's when a flush moved DurableEnd, so it must not block
+	// (CatalogPartition). It runs on the log owner's goroutine, or on one
+	// of the flusher's when a flush moved DurableEnd, so it must not block
 	// (wire/server's Server.Notify does not).
 	Changed func(tp wire.TopicPartition)
 	// Logger; default slog.Default().

@@ -30,7 +30,7 @@ func (c *syncCounter) onSync(time.Duration) {
 	switch {
 	case strings.Contains(st, "storage.(*Log).Append("):
 		c.append.Add(1)
-	case strings.Contains(st, "fetcher.(*Manager).flushAll("):
+	case strings.Contains(st, "fetcher.(*Manager).flushLog("):
 		c.flusher.Add(1)
 	}
 }
@@ -233,4 +233,75 @@ func TestFlusherChanged(t *testing.T) {
 	}
 	cancel()
 	m.waitFlusher()
+}
+
+// A flusher pass fsyncs up to flushParallel logs at once: with more dirty
+// logs than that, flushParallel fsyncs are in flight together (each
+// waits, in storage's OnSync, until they all are). A serial pass never
+// gets a second one in flight and fails at the deadline.
+func TestFlusherInParallel(t *testing.T) {
+	var (
+		armed    atomic.Bool
+		mu       sync.Mutex
+		inFlight int
+		opened   = make(chan struct{})
+		openOnce sync.Once
+	)
+	onSync := func(time.Duration) {
+		if !armed.Load() {
+			return
+		}
+		mu.Lock()
+		inFlight++
+		if inFlight >= flushParallel {
+			openOnce.Do(func() { close(opened) })
+		}
+		mu.Unlock()
+		select {
+		case <-opened:
+		case <-time.After(time.Minute):
+			mu.Lock()
+			t.Errorf("waited a minute for %d fsyncs in flight at once: %d were", flushParallel, inFlight)
+			mu.Unlock()
+			openOnce.Do(func() { close(opened) })
+		}
+	}
+	rec := &changedRecorder{}
+	m := newManager(Config{
+		DataDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler), Observers: []Observer{rec}, Changed: rec.tell,
+		Storage: storage.Options{Flush: storage.FlushInterval, FlushInterval: time.Hour, OnSync: onSync},
+	}, nil, nil)
+	tick, ticker := ticks()
+	m.flushTicker = ticker
+	const n = flushParallel + 4
+	var logs []*storage.Log
+	for p := range int32(n) {
+		l, err := storage.Open(m.cfg.DataDir, "t", p, m.cfg.Storage)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		if err := l.Append(batch.BuildRun(0, 0, 2, 3)); err != nil {
+			t.Fatal(err)
+		}
+		logs = append(logs, l)
+		m.catalog.add(wire.TopicPartition{Topic: "t", Partition: p}, l)
+	}
+	armed.Store(true)
+	ctx, cancel := context.WithCancel(context.Background())
+	m.startFlusher(ctx)
+	tick <- time.Now()
+	tick <- time.Now() // the first pass is over
+	cancel()
+	m.waitFlusher()
+	armed.Store(false)
+	for p, l := range logs {
+		if d, e := l.DurableEnd(), l.LogEndOffset(); d != e {
+			t.Errorf("t-%d: durable end %d after the pass, log end %d", p, d, e)
+		}
+	}
+	changed, stats := rec.take()
+	if len(changed) != n || len(stats) != n {
+		t.Errorf("the pass told Config.Changed of %d logs and reported %d flushes, want %d of each", len(changed), len(stats), n)
+	}
 }
