@@ -183,6 +183,10 @@ func (c *FetchConn) fetchVersion(ctx context.Context, cfg FetchConnConfig) (int1
 // Version is the Fetch version the connection sends.
 func (c *FetchConn) Version() int16 { return c.version }
 
+// Addr is the address the connection was dialled to, so that its owner
+// sees when the broker's advertised address has changed.
+func (c *FetchConn) Addr() string { return c.addr }
+
 // Close closes the connection; a request in the air fails.
 func (c *FetchConn) Close() error {
 	return c.conn.Close()
@@ -202,6 +206,16 @@ type FetchBuffer struct {
 	c     *FetchConn
 	whole []byte // the allocation, kept for the next response
 	buf   []byte // the response body, in whole
+}
+
+// Bytes is the response body the records point into, nil once
+// released; its length is what the response took on the wire, less its
+// size and header.
+func (b *FetchBuffer) Bytes() []byte {
+	if b == nil {
+		return nil
+	}
+	return b.buf
 }
 
 // Release gives the buffer back for a later response to be read into:
