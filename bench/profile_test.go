@@ -27,7 +27,9 @@ import (
 // in-process fetcher under --flush os each copy it twice, the second time
 // with a CPU profile and an execution trace of their own
 // (consumer.cpu, follow.cpu, follow.trace in $BENCH_PROFILE_DIR, or a new
-// directory under the temp dir). Logged per run: the time, the CPU time
+// directory under the temp dir); the fetcher fetches on its own
+// connections (Config.DirectFetch, as the binary does), and once more
+// through franz-go's ("follow-kgo", follow-kgo.cpu), for comparison. Logged per run: the time, the CPU time
 // of this process per GiB copied (on a loaded machine a steadier figure
 // than the time), bytes allocated per byte copied, GC cycles and, for the
 // fetcher, its Fetch responses per broker with their mean and largest
@@ -103,6 +105,14 @@ func BenchmarkProfileCatchUp(b *testing.B) {
 			return follow(ctx, b, c, topic, partitions, size, storage.FlushOS, fs)
 		})
 		fs.log(b)
+		// The same through franz-go's connections (Config.DirectFetch
+		// nil, as under SASL): what reading each response into a fresh
+		// buffer costs, beside the direct connections' reused ones.
+		fk := &fetchStats{}
+		measure("follow-kgo", profile, func() time.Duration {
+			return followVia(ctx, b, c, topic, partitions, storage.FlushOS, wire.FetchLimits{}, nil, fk)
+		})
+		fk.log(b)
 	}
 
 	// The binary's start-up share, and a partition's share of a Fetch
@@ -140,6 +150,7 @@ type fetchStats struct {
 	fetcher.NopObserver
 	mu     sync.Mutex
 	n      map[int32]int
+	direct map[int32]int
 	bytes  map[int32]int64
 	most   map[int32]int64
 	empty  map[int32]int
@@ -150,13 +161,16 @@ func (s *fetchStats) RequestDone(r fetcher.RequestStats) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.n == nil {
-		s.n, s.bytes, s.most, s.empty = map[int32]int{}, map[int32]int64{}, map[int32]int64{}, map[int32]int{}
+		s.n, s.direct, s.bytes, s.most, s.empty = map[int32]int{}, map[int32]int{}, map[int32]int64{}, map[int32]int64{}, map[int32]int{}
 	}
 	if r.Key != kmsg.Fetch {
 		s.others++
 		return
 	}
 	s.n[r.Broker]++
+	if r.Direct {
+		s.direct[r.Broker]++
+	}
 	s.bytes[r.Broker] += r.FetchedBytes
 	s.most[r.Broker] = max(s.most[r.Broker], r.FetchedBytes)
 	if r.FetchedBytes == 0 {
@@ -168,8 +182,8 @@ func (s *fetchStats) log(b *testing.B) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for id, n := range s.n {
-		b.Logf("  broker %d: %d Fetch responses (%d without records), %.1f MiB a response on average, at most %.1f MiB (limits: %d MiB a partition, %d MiB a response)",
-			id, n, s.empty[id], float64(s.bytes[id])/float64(n)/(1<<20), float64(s.most[id])/(1<<20),
+		b.Logf("  broker %d: %d Fetch responses (%d on the direct connection, %d without records), %.1f MiB a response on average, at most %.1f MiB (limits: %d MiB a partition, %d MiB a response)",
+			id, n, s.direct[id], s.empty[id], float64(s.bytes[id])/float64(n)/(1<<20), float64(s.most[id])/(1<<20),
 			wire.DefaultFetchLimits.PartitionMaxBytes>>20, wire.DefaultFetchLimits.MaxBytes>>20)
 	}
 	b.Logf("  %d other requests", s.others)

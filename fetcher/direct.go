@@ -157,7 +157,11 @@ func (d *directFetch) failed(err error) {
 	}
 	wait := backoff(d.fails)
 	d.retryAt = d.now().Add(wait)
-	d.log(slog.LevelWarn, "cannot fetch on a connection of its own; fetching through the client's until the next try",
+	level := slog.LevelWarn
+	if d.fails > 1 {
+		level = slog.LevelDebug // said once per run of failures
+	}
+	d.log(level, "cannot fetch on a connection of its own; fetching through the client's until the next try",
 		"err", err, "failures", d.fails, "retry_in", wait)
 }
 

@@ -75,13 +75,13 @@ func (p *poisonPool) check(t *testing.T, what string) {
 	}
 }
 
-// warnings keeps the lines a Manager logs at Warn and above.
+// warnings keeps the lines a Manager logs.
 type warnings struct {
 	mu    sync.Mutex
 	lines []string
 }
 
-func (w *warnings) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelInfo }
+func (w *warnings) Enabled(context.Context, slog.Level) bool { return true }
 func (w *warnings) Handle(_ context.Context, r slog.Record) error {
 	var b strings.Builder
 	b.WriteString(r.Level.String() + " " + r.Message)
@@ -410,8 +410,10 @@ func TestDirectFetchBuffersKfake(t *testing.T) {
 	sameAsBroker(t, cl, dir, "d", parts, 2*each)
 	t.Logf("%d Fetches direct (%d MiB read), %d through the client, %d direct failed; %d buffers; %d dials",
 		obs.direct.Load(), obs.respBytes.Load()>>20, obs.viaClient.Load(), obs.directFailed.Load(), pool.taken.Load(), dialed.dials)
-	if obs.direct.Load() == 0 || pool.taken.Load() != obs.direct.Load() {
-		t.Errorf("%d direct Fetches answered, %d buffers taken: want as many, not zero", obs.direct.Load(), pool.taken.Load())
+	// A buffer per direct answer, and one per answer dropped as a Run
+	// ended (worker.land: at most one per worker, 3 workers, 2 Runs).
+	if d, n := obs.direct.Load(), pool.taken.Load(); d == 0 || n < d || n > d+6 {
+		t.Errorf("%d direct Fetches answered, %d buffers taken: want one each, and at most 6 more", d, n)
 	}
 }
 
