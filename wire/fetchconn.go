@@ -82,6 +82,16 @@ type FetchConnConfig struct {
 // the air).
 const keep = 2
 
+// A released buffer larger than shrinkAbove and more than shrinkRatio
+// times the response to be read is let go rather than reused: once caught
+// up, a broker answers long polls of a few KiB, and the catch-up's 64 MiB
+// buffers kept for good would be most of an idle process's memory. While
+// the answers stay large (a catch-up) every buffer is reused.
+const (
+	shrinkAbove = 1 << 20
+	shrinkRatio = 8
+)
+
 // minFetchVersion is the oldest Fetch kfollower speaks (v4 brought
 // read_uncommitted and the last stable offset; versions_test.go covers
 // from it).
@@ -240,6 +250,9 @@ func (c *FetchConn) buffer(n int) []byte {
 	for i, b := range c.free {
 		if cap(b) >= n {
 			c.free = append(c.free[:i], c.free[i+1:]...)
+			if cap(b) > shrinkAbove && cap(b)/shrinkRatio > n {
+				break // far too big: let the GC have it
+			}
 			return b[:n]
 		}
 	}
