@@ -29,7 +29,9 @@ import (
 // (consumer.cpu, follow.cpu, follow.trace in $BENCH_PROFILE_DIR, or a new
 // directory under the temp dir); the fetcher fetches on its own
 // connections (Config.DirectFetch, as the binary does), and once more
-// through franz-go's ("follow-kgo", follow-kgo.cpu), for comparison. Logged per run: the time, the CPU time
+// through franz-go's ("follow-kgo", follow-kgo.cpu), for comparison; then
+// 4 unprofiled rounds of the two, interleaved, give the ratios
+// direct/franz-go of CPU per GiB and of MB/s. Logged per run: the time, the CPU time
 // of this process per GiB copied (on a loaded machine a steadier figure
 // than the time), bytes allocated per byte copied, GC cycles and, for the
 // fetcher, its Fetch responses per broker with their mean and largest
@@ -62,7 +64,7 @@ func BenchmarkProfileCatchUp(b *testing.B) {
 	mib := float64(size) / (1 << 20)
 	b.Logf("topic %s: %.0f MiB on disk; load %s; profiles in %s", topic, mib, loadAverage(), dir)
 
-	measure := func(name string, profile bool, run func() time.Duration) {
+	measure := func(name string, profile bool, run func() time.Duration) (took time.Duration, cpuPerGiB float64) {
 		b.Helper()
 		if profile {
 			cpu, err := os.Create(filepath.Join(dir, name+".cpu"))
@@ -74,7 +76,7 @@ func BenchmarkProfileCatchUp(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer pprof.StopCPUProfile()
-			if name == "follow" {
+			if name != "consumer" {
 				tr, err := os.Create(filepath.Join(dir, name+".trace"))
 				if err != nil {
 					b.Fatal(err)
@@ -96,6 +98,7 @@ func BenchmarkProfileCatchUp(b *testing.B) {
 		b.Logf("%-8s profiled %-5v %8v %6.0f MB/s, %.2f CPU-s per GiB; allocated %.2f B per B copied, %d GC cycles, GC CPU %.1f%%; load before %s, after %s",
 			name, profile, d.Round(time.Millisecond), mib/d.Seconds(), cpu.Seconds()*1024/mib, float64(m1.TotalAlloc-m0.TotalAlloc)/float64(size),
 			m1.NumGC-m0.NumGC, 100*m1.GCCPUFraction, before, loadAverage())
+		return d, cpu.Seconds() * 1024 / mib
 	}
 	for round := range 2 {
 		profile := round == 1
@@ -114,6 +117,38 @@ func BenchmarkProfileCatchUp(b *testing.B) {
 		})
 		fk.log(b)
 	}
+
+	// The direct connections against franz-go's, unprofiled, 4 rounds,
+	// each starting with the other (the page cache and the brokers'
+	// state favour neither): CPU per GiB and MB/s, and their per-round
+	// ratios direct/franz-go.
+	var cpuRatios, rateRatios, cpuD, cpuK []float64
+	load0 := loadAverage()
+	for round := range 4 {
+		var took [2]time.Duration
+		var cpu [2]float64
+		for i := range 2 {
+			k := (i + round) % 2
+			if k == 0 {
+				took[k], cpu[k] = measure("follow", false, func() time.Duration {
+					return follow(ctx, b, c, topic, partitions, size, storage.FlushOS)
+				})
+			} else {
+				took[k], cpu[k] = measure("follow-kgo", false, func() time.Duration {
+					return followVia(ctx, b, c, topic, partitions, storage.FlushOS, wire.FetchLimits{}, nil)
+				})
+			}
+		}
+		cpuD, cpuK = append(cpuD, cpu[0]), append(cpuK, cpu[1])
+		cpuRatios = append(cpuRatios, cpu[0]/cpu[1])
+		rateRatios = append(rateRatios, took[1].Seconds()/took[0].Seconds())
+	}
+	b.Logf("direct vs franz-go connections, 4 rounds: CPU-s per GiB %.2f (%.2f-%.2f) vs %.2f (%.2f-%.2f); ratio direct/franz-go CPU per GiB median %.2f (%.2f-%.2f), MB/s median %.2f (%.2f-%.2f); load at the start %s, at the end %s",
+		median(cpuD), slices.Min(cpuD), slices.Max(cpuD), median(cpuK), slices.Min(cpuK), slices.Max(cpuK),
+		median(cpuRatios), slices.Min(cpuRatios), slices.Max(cpuRatios), median(rateRatios), slices.Min(rateRatios), slices.Max(rateRatios),
+		load0, loadAverage())
+	b.ReportMetric(median(cpuRatios), "direct/kgo-cpu-per-GiB")
+	b.ReportMetric(median(rateRatios), "direct/kgo-MB/s")
 
 	// The binary's start-up share, and a partition's share of a Fetch
 	// response: the consumer and the in-process fetcher with each
