@@ -3,8 +3,15 @@ package fetcher
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"fmt"
 	"log/slog"
+	"math/big"
 	"net"
 	"strings"
 	"sync"
@@ -577,4 +584,64 @@ func TestDirectFetchRedials(t *testing.T) {
 	if n := fallback.n.Load(); n != 0 {
 		t.Errorf("%d requests went through the fallback", n)
 	}
+}
+
+// Under TLS, with the client's TLS settings: every Fetch goes on the
+// direct connections (none through the client) and the copy is the
+// broker's.
+func TestDirectFetchTLSKfake(t *testing.T) {
+	const parts = 3
+	cert, pool := selfSigned(t)
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(parts, "tls"),
+		kfake.TLS(&tls.Config{Certificates: []tls.Certificate{cert}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	clientTLS := &tls.Config{RootCAs: pool}
+	withTLS := kgo.DialTLSConfig(clientTLS)
+	produceValues(t, c, "tls", parts, 0, 1000, withTLS)
+	p, logs, obs := &poisonPool{}, &warnings{}, &connCounter{}
+	dir := t.TempDir()
+	m, stop := runDirect(t, c, dir, "tls", &DirectFetch{TLS: clientTLS}, p, logs, obs, withTLS)
+	waitEnd(t, m, parts, parts*1000, "the copy over TLS")
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	p.check(t, "over TLS")
+	if obs.direct.Load() == 0 || obs.viaClient.Load() != 0 {
+		t.Errorf("%d Fetches on the direct connection, %d through the client: want all direct", obs.direct.Load(), obs.viaClient.Load())
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), withTLS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	sameAsBroker(t, cl, dir, "tls", parts, 1000)
+}
+
+// selfSigned is a certificate for 127.0.0.1 and a pool that trusts it.
+func selfSigned(t *testing.T) (tls.Certificate, *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kfake"},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+		NotBefore:   time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, pool
 }
