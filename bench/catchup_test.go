@@ -144,6 +144,17 @@ func follow(ctx context.Context, b *testing.B, c *kafka.Cluster, topic string, p
 
 // followLimits is follow with the fetch limits lim (zero: the defaults).
 func followLimits(ctx context.Context, b *testing.B, c *kafka.Cluster, topic string, partitions int, flush storage.FlushPolicy, lim wire.FetchLimits, obs ...fetcher.Observer) time.Duration {
+	return followVia(ctx, b, c, topic, partitions, flush, lim, benchDirectFetch, obs...)
+}
+
+// benchDirectFetch is how the in-process fetcher fetches, as the binary
+// does (cmd/kfollower's directFetch, plaintext): on connections of its
+// own (fetcher.Config.DirectFetch).
+var benchDirectFetch = &fetcher.DirectFetch{ClientID: "kfollower-bench"}
+
+// followVia is followLimits with the Fetch connections df (nil: the
+// client's, franz-go's).
+func followVia(ctx context.Context, b *testing.B, c *kafka.Cluster, topic string, partitions int, flush storage.FlushPolicy, lim wire.FetchLimits, df *fetcher.DirectFetch, obs ...fetcher.Observer) time.Duration {
 	dir, err := os.MkdirTemp("", "kfollower-bench-")
 	if err != nil {
 		b.Fatal(err)
@@ -156,10 +167,11 @@ func followLimits(ctx context.Context, b *testing.B, c *kafka.Cluster, topic str
 	}
 	m, err := fetcher.New(fetcher.Config{
 		Client: cl, DataDir: dir, Storage: storage.Options{Flush: flush},
-		Follow:    func(t string) bool { return t == topic },
-		Backoff:   follower.BackoffPolicy{Base: 20 * time.Millisecond, Max: time.Second},
-		Observers: obs,
-		Limits:    lim,
+		Follow:      func(t string) bool { return t == topic },
+		Backoff:     follower.BackoffPolicy{Base: 20 * time.Millisecond, Max: time.Second},
+		Observers:   obs,
+		Limits:      lim,
+		DirectFetch: df,
 	})
 	if err != nil {
 		b.Fatal(err)

@@ -27,7 +27,11 @@ import (
 // in-process fetcher under --flush os each copy it twice, the second time
 // with a CPU profile and an execution trace of their own
 // (consumer.cpu, follow.cpu, follow.trace in $BENCH_PROFILE_DIR, or a new
-// directory under the temp dir). Logged per run: the time, the CPU time
+// directory under the temp dir); the fetcher fetches on its own
+// connections (Config.DirectFetch, as the binary does), and once more
+// through franz-go's ("follow-kgo", follow-kgo.cpu), for comparison; then
+// 4 unprofiled rounds of the two, interleaved, give the ratios
+// direct/franz-go of CPU per GiB and of MB/s. Logged per run: the time, the CPU time
 // of this process per GiB copied (on a loaded machine a steadier figure
 // than the time), bytes allocated per byte copied, GC cycles and, for the
 // fetcher, its Fetch responses per broker with their mean and largest
@@ -60,7 +64,7 @@ func BenchmarkProfileCatchUp(b *testing.B) {
 	mib := float64(size) / (1 << 20)
 	b.Logf("topic %s: %.0f MiB on disk; load %s; profiles in %s", topic, mib, loadAverage(), dir)
 
-	measure := func(name string, profile bool, run func() time.Duration) {
+	measure := func(name string, profile bool, run func() time.Duration) (took time.Duration, cpuPerGiB float64) {
 		b.Helper()
 		if profile {
 			cpu, err := os.Create(filepath.Join(dir, name+".cpu"))
@@ -72,7 +76,7 @@ func BenchmarkProfileCatchUp(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer pprof.StopCPUProfile()
-			if name == "follow" {
+			if name != "consumer" {
 				tr, err := os.Create(filepath.Join(dir, name+".trace"))
 				if err != nil {
 					b.Fatal(err)
@@ -94,6 +98,7 @@ func BenchmarkProfileCatchUp(b *testing.B) {
 		b.Logf("%-8s profiled %-5v %8v %6.0f MB/s, %.2f CPU-s per GiB; allocated %.2f B per B copied, %d GC cycles, GC CPU %.1f%%; load before %s, after %s",
 			name, profile, d.Round(time.Millisecond), mib/d.Seconds(), cpu.Seconds()*1024/mib, float64(m1.TotalAlloc-m0.TotalAlloc)/float64(size),
 			m1.NumGC-m0.NumGC, 100*m1.GCCPUFraction, before, loadAverage())
+		return d, cpu.Seconds() * 1024 / mib
 	}
 	for round := range 2 {
 		profile := round == 1
@@ -103,7 +108,47 @@ func BenchmarkProfileCatchUp(b *testing.B) {
 			return follow(ctx, b, c, topic, partitions, size, storage.FlushOS, fs)
 		})
 		fs.log(b)
+		// The same through franz-go's connections (Config.DirectFetch
+		// nil, as under SASL): what reading each response into a fresh
+		// buffer costs, beside the direct connections' reused ones.
+		fk := &fetchStats{}
+		measure("follow-kgo", profile, func() time.Duration {
+			return followVia(ctx, b, c, topic, partitions, storage.FlushOS, wire.FetchLimits{}, nil, fk)
+		})
+		fk.log(b)
 	}
+
+	// The direct connections against franz-go's, unprofiled, 4 rounds,
+	// each starting with the other (the page cache and the brokers'
+	// state favour neither): CPU per GiB and MB/s, and their per-round
+	// ratios direct/franz-go.
+	var cpuRatios, rateRatios, cpuD, cpuK []float64
+	load0 := loadAverage()
+	for round := range 4 {
+		var took [2]time.Duration
+		var cpu [2]float64
+		for i := range 2 {
+			k := (i + round) % 2
+			if k == 0 {
+				took[k], cpu[k] = measure("follow", false, func() time.Duration {
+					return follow(ctx, b, c, topic, partitions, size, storage.FlushOS)
+				})
+			} else {
+				took[k], cpu[k] = measure("follow-kgo", false, func() time.Duration {
+					return followVia(ctx, b, c, topic, partitions, storage.FlushOS, wire.FetchLimits{}, nil)
+				})
+			}
+		}
+		cpuD, cpuK = append(cpuD, cpu[0]), append(cpuK, cpu[1])
+		cpuRatios = append(cpuRatios, cpu[0]/cpu[1])
+		rateRatios = append(rateRatios, took[1].Seconds()/took[0].Seconds())
+	}
+	b.Logf("direct vs franz-go connections, 4 rounds: CPU-s per GiB %.2f (%.2f-%.2f) vs %.2f (%.2f-%.2f); ratio direct/franz-go CPU per GiB median %.2f (%.2f-%.2f), MB/s median %.2f (%.2f-%.2f); load at the start %s, at the end %s",
+		median(cpuD), slices.Min(cpuD), slices.Max(cpuD), median(cpuK), slices.Min(cpuK), slices.Max(cpuK),
+		median(cpuRatios), slices.Min(cpuRatios), slices.Max(cpuRatios), median(rateRatios), slices.Min(rateRatios), slices.Max(rateRatios),
+		load0, loadAverage())
+	b.ReportMetric(median(cpuRatios), "direct/kgo-cpu-per-GiB")
+	b.ReportMetric(median(rateRatios), "direct/kgo-MB/s")
 
 	// The binary's start-up share, and a partition's share of a Fetch
 	// response: the consumer and the in-process fetcher with each
@@ -140,6 +185,7 @@ type fetchStats struct {
 	fetcher.NopObserver
 	mu     sync.Mutex
 	n      map[int32]int
+	direct map[int32]int
 	bytes  map[int32]int64
 	most   map[int32]int64
 	empty  map[int32]int
@@ -150,13 +196,16 @@ func (s *fetchStats) RequestDone(r fetcher.RequestStats) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.n == nil {
-		s.n, s.bytes, s.most, s.empty = map[int32]int{}, map[int32]int64{}, map[int32]int64{}, map[int32]int{}
+		s.n, s.direct, s.bytes, s.most, s.empty = map[int32]int{}, map[int32]int{}, map[int32]int64{}, map[int32]int64{}, map[int32]int{}
 	}
 	if r.Key != kmsg.Fetch {
 		s.others++
 		return
 	}
 	s.n[r.Broker]++
+	if r.Direct {
+		s.direct[r.Broker]++
+	}
 	s.bytes[r.Broker] += r.FetchedBytes
 	s.most[r.Broker] = max(s.most[r.Broker], r.FetchedBytes)
 	if r.FetchedBytes == 0 {
@@ -168,8 +217,8 @@ func (s *fetchStats) log(b *testing.B) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for id, n := range s.n {
-		b.Logf("  broker %d: %d Fetch responses (%d without records), %.1f MiB a response on average, at most %.1f MiB (limits: %d MiB a partition, %d MiB a response)",
-			id, n, s.empty[id], float64(s.bytes[id])/float64(n)/(1<<20), float64(s.most[id])/(1<<20),
+		b.Logf("  broker %d: %d Fetch responses (%d on the direct connection, %d without records), %.1f MiB a response on average, at most %.1f MiB (limits: %d MiB a partition, %d MiB a response)",
+			id, n, s.direct[id], s.empty[id], float64(s.bytes[id])/float64(n)/(1<<20), float64(s.most[id])/(1<<20),
 			wire.DefaultFetchLimits.PartitionMaxBytes>>20, wire.DefaultFetchLimits.MaxBytes>>20)
 	}
 	b.Logf("  %d other requests", s.others)

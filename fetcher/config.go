@@ -31,6 +31,15 @@ type Config struct {
 	// session with its broker where the broker grants one
 	// (wire.FetchSession).
 	NoFetchSessions bool
+	// DirectFetch, if set, has each worker send its Fetches on a
+	// connection of its own to its broker (wire.FetchConn), which reads
+	// every response into a buffer reused once its records are appended,
+	// where franz-go allocates a zeroed one per response. Everything else
+	// (Metadata, OffsetsForLeaderEpoch, ListOffsets) still goes through
+	// Client. Nil: every Fetch goes through Client's connections, as it
+	// must when the cluster needs SASL (FetchConn speaks none) or the
+	// client dials in a way DirectFetch cannot mirror (direct.go).
+	DirectFetch *DirectFetch
 	// Limits bound each Fetch; zero means wire.DefaultFetchLimits.
 	Limits wire.FetchLimits
 	// MetadataInterval is how often leaders are refreshed; default 5 s.

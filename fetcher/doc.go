@@ -8,7 +8,10 @@
 // server of the copy (CatalogTopics, CatalogPartition), and Config.Changed
 // is told whenever what a reader of one may see has changed. Under
 // storage.FlushInterval one more goroutine, the flusher, fsyncs the logs
-// beside the broker goroutines, so a Fetch never waits on an fsync.
+// beside the broker goroutines, so a Fetch never waits on an fsync. With
+// Config.DirectFetch each broker goroutine sends its Fetches on a
+// wire.FetchConn of its own (direct.go) and releases each response's
+// buffer once its records are appended (worker.held).
 //
 // May import: follower, storage, wire, wire/batch and franz-go (kgo, kmsg,
 // kerr), plus the standard library; never metrics, which observes it.

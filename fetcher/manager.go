@@ -46,6 +46,9 @@ type Manager struct {
 	// time.Ticker. flusherDone is closed when the flusher ends.
 	flushTicker flushTicker
 	flusherDone chan struct{}
+	// buffers, in tests, is told of every Fetch response buffer a worker
+	// takes and releases (worker.releaseHeld); nil outside tests.
+	buffers bufferHook
 
 	// Owned by Run.
 	workers  map[int32]*worker             // by broker id: those leading a partition of ours
@@ -80,6 +83,7 @@ type Manager struct {
 	statuses map[wire.TopicPartition]Status
 	loaded   bool                             // a Metadata answer has been placed
 	inFlight map[wire.TopicPartition]inFlight // requests in the air (status.go)
+	addrs    map[int32]string                 // brokers' addresses, for direct.go
 
 	catalog catalog // the open logs, read-only, for a server of the copy
 
@@ -273,6 +277,7 @@ func (m *Manager) refreshMetadata(ctx, wctx context.Context) error {
 // broker from (-1: any broker).
 func (m *Manager) placeAll(wctx context.Context, resp *kmsg.MetadataResponse, from int32) {
 	m.brokers = m.brokers[:0]
+	m.setBrokerAddrs(resp.Brokers) // direct.go
 	for _, b := range resp.Brokers {
 		m.brokers = append(m.brokers, b.NodeID)
 	}

@@ -38,6 +38,12 @@ type RequestStats struct {
 	// fetched from what the broker's session holds for them.
 	Named       int
 	Incremental bool
+	// Direct: the Fetch went on the worker's own connection
+	// (Config.DirectFetch), which franz-go's broker metrics (kprom) do
+	// not see; ResponseBytes is then the size of the response read from
+	// it (zero through franz-go, whose hooks count it).
+	Direct        bool
+	ResponseBytes int64
 }
 
 // epochResult classifies one partition of an OffsetsForLeaderEpoch reply.

@@ -29,7 +29,10 @@ import (
 // stepped with its id; any other partition's part of that answer is
 // dropped. So a reply is only ever stepped for the position its state
 // machine asked for, and at most two responses per broker are in memory:
-// the one being appended and the one in the air.
+// the one being appended and the one in the air. With Config.DirectFetch
+// the Fetches go on a connection of the worker's own (direct.go), whose
+// response buffers the worker releases once their records are appended
+// (worker.held).
 type worker struct {
 	id     int32
 	broker requester
@@ -50,6 +53,18 @@ type worker struct {
 	// session is the KIP-227 fetch session with this broker: every Fetch
 	// is built by it, and its answer or failure is given back to it.
 	session *wire.FetchSession
+
+	// direct is the Fetch path of Config.DirectFetch (direct.go), nil
+	// without it: every request then goes through broker.
+	direct *directFetch
+	// held are the buffers of the Fetch responses that landed on the
+	// direct connection and whose records the state machines may still
+	// hand out in an Append: the run loop releases them once processAll
+	// has carried out every Ready (releaseHeld), so a buffer goes back to
+	// the connection, to be read into again, only after the records that
+	// point into it were appended or dropped. At most one: the response
+	// in the air has its own buffer until it lands.
+	held []*wire.FetchBuffer
 }
 
 // order is what the Manager tells a worker.
@@ -93,9 +108,14 @@ type flight struct {
 	ahead   bool
 	session wire.SessionFetch // how the fetch used the session
 	sent    time.Time
-	resp    kmsg.Response
-	resp2   kmsg.Response // ListOffsets: the LATEST half
-	err     error
+	// buf is the buffer a response read on the direct connection points
+	// into (direct.go); the worker releases it (worker.held), nil through
+	// franz-go. direct says which connection carried the Fetch.
+	buf    *wire.FetchBuffer
+	direct bool
+	resp   kmsg.Response
+	resp2  kmsg.Response // ListOffsets: the LATEST half
+	err    error
 }
 
 // idFor returns the id of tp's request in f, if f carries one.
@@ -108,8 +128,9 @@ func (f *flight) idFor(tp wire.TopicPartition) (uint64, bool) {
 }
 
 func newWorker(m *Manager, id int32) *worker {
+	broker := m.broker(id)
 	return &worker{
-		id: id, m: m, broker: m.broker(id),
+		id: id, m: m, broker: broker, direct: m.newDirectFetch(id, broker),
 		orders:  newMailbox[order](),
 		parts:   map[wire.TopicPartition]*part{},
 		rank:    map[wire.TopicPartition]uint64{},
@@ -126,6 +147,10 @@ func (w *worker) run(ctx context.Context) {
 	defer close(w.done)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// Every return is after land: nothing is in the air, so the buffers
+	// and the connection are the worker's alone.
+	defer w.direct.close()
+	defer w.releaseHeld()
 	var wake *time.Timer
 	var maintC <-chan time.Time
 	if d := w.m.cfg.MaintenanceInterval; d > 0 {
@@ -136,6 +161,7 @@ func (w *worker) run(ctx context.Context) {
 	for {
 		now := w.m.cfg.Now()
 		w.processAll(now)
+		w.releaseHeld() // every Ready carried out: no Append points into them
 		w.bindAhead()
 		if w.flight == nil {
 			w.send(ctx)
@@ -181,6 +207,9 @@ func (w *worker) run(ctx context.Context) {
 func (w *worker) landed(ctx context.Context, f *flight) {
 	w.flight = nil
 	w.m.clearInFlight(w.id, f.reqIDs)
+	if f.buf != nil {
+		w.held = append(w.held, f.buf) // its records are appended by the next processAll
+	}
 	ahead, carried := w.receive(f)
 	w.sendAhead(ctx, ahead, carried)
 }
@@ -191,8 +220,30 @@ func (w *worker) land() {
 		<-w.flights
 		w.m.clearInFlight(w.id, w.flight.reqIDs)
 		w.session.Failed(w.flight.session) // its answer is dropped
+		w.release(w.flight.buf)            // and nothing was stepped from it
 		w.flight = nil
 	}
+}
+
+// releaseHeld releases the buffers of the responses whose records have
+// been appended (or dropped): see worker.held.
+func (w *worker) releaseHeld() {
+	for i, b := range w.held {
+		w.release(b)
+		w.held[i] = nil
+	}
+	w.held = w.held[:0]
+}
+
+// release gives a direct connection's buffer back; nil is nothing.
+func (w *worker) release(b *wire.FetchBuffer) {
+	if b == nil {
+		return
+	}
+	if h := w.m.buffers; h != nil {
+		h.released(b)
+	}
+	b.Release()
 }
 
 // tick steps Tick into the partitions whose backoff is over; to any
@@ -437,6 +488,15 @@ func (w *worker) start(ctx context.Context, f *flight, reqs []kmsg.Request) {
 	// The request goroutine is owned by this worker: run waits for it
 	// before returning, and it ends with ctx.
 	go func() {
+		if fr, ok := reqs[0].(*kmsg.FetchRequest); ok && w.direct != nil {
+			r := w.direct.fetch(ctx, fr)
+			f.resp, f.buf, f.direct, f.err = r.resp, r.buf, r.direct, r.err
+			if h := w.m.buffers; h != nil && f.buf != nil {
+				h.taken(f.buf)
+			}
+			w.flights <- f
+			return
+		}
 		f.resp, f.err = w.broker.Request(ctx, reqs[0])
 		if f.err == nil && len(reqs) > 1 {
 			f.resp2, f.err = w.broker.Request(ctx, reqs[1])
@@ -523,7 +583,8 @@ func addTo[V any](m *map[wire.TopicPartition]V, k wire.TopicPartition, v V) {
 func (w *worker) receive(f *flight) (ahead map[wire.TopicPartition]wire.FetchPartition, carried []wire.TopicPartition) {
 	now := w.m.cfg.Now()
 	cfg := &w.m.cfg
-	stats := RequestStats{Broker: w.id, Key: f.key, Partitions: len(f.reqIDs), Named: len(f.reqIDs), Latency: now.Sub(f.sent), Err: f.err}
+	stats := RequestStats{Broker: w.id, Key: f.key, Partitions: len(f.reqIDs), Named: len(f.reqIDs), Latency: now.Sub(f.sent), Err: f.err,
+		Direct: f.direct, ResponseBytes: int64(len(f.buf.Bytes()))}
 	if f.key == kmsg.Fetch {
 		stats.Partitions = len(f.order) // with those of a Fetch ahead that none was bound to
 	}

@@ -82,6 +82,16 @@ type FetchConnConfig struct {
 // the air).
 const keep = 2
 
+// A released buffer larger than shrinkAbove and more than shrinkRatio
+// times the response to be read is let go rather than reused: once caught
+// up, a broker answers long polls of a few KiB, and the catch-up's 64 MiB
+// buffers kept for good would be most of an idle process's memory. While
+// the answers stay large (a catch-up) every buffer is reused.
+const (
+	shrinkAbove = 1 << 20
+	shrinkRatio = 8
+)
+
 // minFetchVersion is the oldest Fetch kfollower speaks (v4 brought
 // read_uncommitted and the last stable offset; versions_test.go covers
 // from it).
@@ -183,6 +193,10 @@ func (c *FetchConn) fetchVersion(ctx context.Context, cfg FetchConnConfig) (int1
 // Version is the Fetch version the connection sends.
 func (c *FetchConn) Version() int16 { return c.version }
 
+// Addr is the address the connection was dialled to, so that its owner
+// sees when the broker's advertised address has changed.
+func (c *FetchConn) Addr() string { return c.addr }
+
 // Close closes the connection; a request in the air fails.
 func (c *FetchConn) Close() error {
 	return c.conn.Close()
@@ -202,6 +216,16 @@ type FetchBuffer struct {
 	c     *FetchConn
 	whole []byte // the allocation, kept for the next response
 	buf   []byte // the response body, in whole
+}
+
+// Bytes is the response body the records point into, nil once
+// released; its length is what the response took on the wire, less its
+// size and header.
+func (b *FetchBuffer) Bytes() []byte {
+	if b == nil {
+		return nil
+	}
+	return b.buf
 }
 
 // Release gives the buffer back for a later response to be read into:
@@ -226,6 +250,9 @@ func (c *FetchConn) buffer(n int) []byte {
 	for i, b := range c.free {
 		if cap(b) >= n {
 			c.free = append(c.free[:i], c.free[i+1:]...)
+			if cap(b) > shrinkAbove && cap(b)/shrinkRatio > n {
+				break // far too big: let the GC have it
+			}
 			return b[:n]
 		}
 	}

@@ -166,6 +166,27 @@ func TestFetchConnBufferReuse(t *testing.T) {
 	b4.Release()
 }
 
+// A released buffer far larger than the response to be read is let go,
+// not kept: the catch-up's buffers do not outlive it. One of about the
+// size needed is reused.
+func TestFetchConnBufferShrinks(t *testing.T) {
+	c := &FetchConn{}
+	big := make([]byte, 4<<20)
+	c.free = [][]byte{big}
+	if b := c.buffer(1 << 20); &b[0] != &big[0] {
+		t.Fatal("a buffer 4 times the size needed was not reused")
+	}
+	c.free = [][]byte{big}
+	if b := c.buffer(4 << 10); cap(b) != 4<<10 || len(c.free) != 0 {
+		t.Fatalf("a 4 MiB buffer kept for a 4 KiB response: got cap %d, %d kept", cap(b), len(c.free))
+	}
+	small := make([]byte, 64<<10)
+	c.free = [][]byte{small}
+	if b := c.buffer(4 << 10); &b[0] != &small[0] {
+		t.Fatal("a small buffer was not reused")
+	}
+}
+
 // watchConn signals on written each time a request has been written.
 type watchConn struct {
 	net.Conn

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kfollower/kfollower/fetcher"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl"
@@ -38,6 +39,26 @@ func clientOpts(cfg *config) ([]kgo.Opt, error) {
 		return nil, err
 	}
 	return append(opts, kgo.DialTLSConfig(tc)), nil
+}
+
+// directFetch configures the fetcher's own Fetch connections
+// (fetcher.Config.DirectFetch) to connect as clientOpts' client does: the
+// same client id, dial timeout (net.Dialer's 10 s, FetchConn's default)
+// and TLS. Nil under SASL, which those connections do not speak: the
+// Fetches then go through the client's connections.
+func directFetch(cfg *config) (*fetcher.DirectFetch, error) {
+	if cfg.SASLMechanism != "none" {
+		return nil, nil
+	}
+	df := &fetcher.DirectFetch{ClientID: "kfollower"}
+	if cfg.tlsEnabled() {
+		tc, err := tlsConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		df.TLS = tc
+	}
+	return df, nil
 }
 
 func tlsConfig(cfg *config) (*tls.Config, error) {

@@ -246,6 +246,10 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) (runErr error) {
 
 	storageOpts := storageOptions(cfg)
 	storageOpts.OnSync = m.Fsync
+	df, err := directFetch(cfg)
+	if err != nil {
+		return err
+	}
 	prog := newProgress(logger)
 	mgr, err := fetcher.New(fetcher.Config{
 		Client:              client,
@@ -253,6 +257,7 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) (runErr error) {
 		Follow:              follow,
 		Storage:             storageOpts,
 		DiscardOnGap:        cfg.DiscardOnGap,
+		DirectFetch:         df,
 		MetadataInterval:    cfg.MetadataInterval,
 		MaintenanceInterval: maintenanceInterval(cfg),
 		Logger:              logger,
