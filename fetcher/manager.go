@@ -77,6 +77,11 @@ type Manager struct {
 	// waited for by closePreopened.
 	preopened map[wire.TopicPartition]*opened
 	preopens  sync.WaitGroup
+	// placing is set while placeAll places partitions whose logs it is
+	// still opening (preopen): the workers cut their long polls to
+	// minCutWait meanwhile (worker.limits), for what they adopt waits for
+	// the Fetch in the air to be answered.
+	placing atomic.Bool
 
 	mu       sync.Mutex // guards ids, statuses and loaded, read by other goroutines
 	ids      map[string]wire.TopicID
@@ -284,6 +289,10 @@ func (m *Manager) placeAll(wctx context.Context, resp *kmsg.MetadataResponse, fr
 	sort.Slice(m.brokers, func(i, j int) bool { return m.brokers[i] < m.brokers[j] })
 	m.preopen(resp)
 	defer m.closePreopened()
+	if len(m.preopened) > 0 {
+		m.placing.Store(true)
+		defer m.placing.Store(false)
+	}
 	for _, t := range resp.Topics {
 		if t.Topic == nil || !m.cfg.Follow(*t.Topic) {
 			continue

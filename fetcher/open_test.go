@@ -82,8 +82,9 @@ func TestOpenLogsInParallel(t *testing.T) {
 
 // place takes each log as soon as its own open is done: with the last
 // partition's open held back, the first partitions are already followed
-// (registered for serving) while it waits; once it is let go, every
-// partition is followed from its own log.
+// (registered for serving) while it waits, and the workers' long polls
+// are cut short; once it is let go, every partition is followed from its
+// own log.
 func TestPlaceTakesEachLogOnceOpen(t *testing.T) {
 	e := newDriverEnvAt(t, fastDir(t), slog.New(slog.DiscardHandler))
 	defer e.close()
@@ -131,8 +132,17 @@ func TestPlaceTakesEachLogOnceOpen(t *testing.T) {
 		t.Fatal("placeAll returned before t-19's log was opened")
 	default:
 	}
+	// Meanwhile the workers' long polls are cut, for what they adopt
+	// waits for the Fetch in the air; once placed, they wait MaxWait.
+	w := &worker{m: e.m}
+	if got, want := w.limits(time.Now()).MaxWaitMillis, int32(minCutWait/time.Millisecond); got != want {
+		t.Errorf("while logs are being opened and placed, the long poll waits %d ms, want %d", got, want)
+	}
 	close(release)
 	<-placed
+	if got, want := w.limits(time.Now()).MaxWaitMillis, e.m.cfg.Limits.MaxWaitMillis; got != want {
+		t.Errorf("once every partition is placed, the long poll waits %d ms, want MaxWait %d", got, want)
+	}
 	e.settle(t)
 	if n := len(e.m.Statuses()); n != partitions {
 		t.Fatalf("%d partitions followed, want %d", n, partitions)

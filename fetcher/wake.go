@@ -34,8 +34,20 @@ func (w *worker) tickDue(now time.Time) {
 // minCutWait: partitions in long, jittered backoffs (a failing disk, a
 // topic gone) wake every few milliseconds between them, and each wake
 // would cost a Fetch.
+//
+// While the Manager places partitions it is still opening (start-up, or
+// a Metadata answer naming many new ones) the long poll is minCutWait
+// too: a partition the worker adopts waits for the Fetch in the air, and
+// at 10,000 new partitions the opens go on for seconds, each batch of
+// adopted partitions behind a long poll of caught-up ones answered empty
+// (about half of BenchmarkScale's start-up). Kafka's replica fetcher has
+// the same wait (AbstractFetcherThread.addPartitions wakes only a thread
+// backing off), but it is handed a broker's partitions at once.
 func (w *worker) limits(now time.Time) wire.FetchLimits {
 	lim := w.m.cfg.Limits
+	if w.m.placing.Load() {
+		lim.MaxWaitMillis = min(lim.MaxWaitMillis, int32(minCutWait/time.Millisecond))
+	}
 	if at, ok := w.nextWake(); ok {
 		// Rounded up: a long poll that ends before the backoff would be
 		// answered and followed by another before the retry.
