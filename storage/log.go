@@ -211,11 +211,14 @@ func (l *Log) setTopicIDLocked(id TopicID) error {
 		return fmt.Errorf("%s: topic id %s does not match partition.metadata's %s", l.tp(), id, l.topicID)
 	}
 	if l.unsettled {
-		// Complete on disk before its name is (tmp file fsynced, then
-		// renamed), its name durable with the directory's next fsync
-		// (settle): Open writes it before it creates the segment's files,
-		// so a crash that keeps those keeps it too.
-		if err := writeFileRenamed(l.fsys, l.dir, PartitionMetadataFile, formatPartitionMetadata(id)); err != nil {
+		// Without an fsync, for readers: settle makes it durable before
+		// anything of the log is declared durable, and a power loss that
+		// tears it before then tears a log Open treats as never settled
+		// (loadTopicID). Kafka writes it lazily too: UnifiedLog records
+		// the id and leaves the write (with its fsync) to a scheduled
+		// "flush-metadata-file" task, or to the first append
+		// (PartitionMetadataFile.record, maybeFlush).
+		if err := writeFileUnsynced(l.fsys, l.dir, PartitionMetadataFile, formatPartitionMetadata(id)); err != nil {
 			return err
 		}
 		l.topicID = id
@@ -229,19 +232,28 @@ func (l *Log) setTopicIDLocked(id TopicID) error {
 }
 
 // settle makes a log opened empty durable before anything of it is
-// declared durable (a Flush, a roll, a truncation, Close): the first
-// segment's .kfollower-txns (written and fsynced under a tmp name, then
-// renamed), leader-epoch-checkpoint if an Append wrote it, then one fsync
-// of the partition directory for all of them and the segment's files, then
-// the fsync of the data directory and of any other parent Open created.
-// Appends need none of it: Open wrote partition.metadata and a recovery
-// point at the segment's start, complete, before the segment's files
-// (past the point a torn tail is cut, never taken for corruption:
-// tornFrom), and a crash that takes the rest takes batches no durable end
-// ever covered. Four fsyncs, off the fetch path under FlushInterval.
+// declared durable (a Flush, a roll, a truncation, Close):
+// partition.metadata's data (Open or SetTopicID wrote it unsynced), then
+// the first segment's .kfollower-txns (written and fsynced under a tmp
+// name, then renamed: once it is there, so is a whole partition.metadata,
+// and Open no longer takes the log for one never settled:
+// neverSettled), leader-epoch-checkpoint if an Append wrote it, then one
+// fsync of the partition directory for all of them and the segment's
+// files, then the fsync of the data directory and of any other parent
+// Open created. Appends need none of it: a crash that takes the rest
+// takes batches no durable end ever covered, and Open re-reads a log
+// never settled as torn from its start (loadRecoveryPoint: a torn tail is
+// cut, never taken for corruption). The recovery point Open wrote is not
+// synced: a torn one is read as the one Open wrote (unsyncedPoint). Five
+// fsyncs, off the fetch path under FlushInterval.
 func (l *Log) settle() error {
 	if !l.unsettled {
 		return nil
+	}
+	if l.topicID != (TopicID{}) {
+		if err := syncByName(l.fsys, filepath.Join(l.dir, PartitionMetadataFile)); err != nil {
+			return fmt.Errorf("%s: %w", l.tp(), err)
+		}
 	}
 	s := l.active() // the segment Open found or made: a roll settles first
 	if _, have, err := readTxnState(l.fsys, l.dir, s.base); err != nil {
