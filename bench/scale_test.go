@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"sort"
 	"strconv"
@@ -61,7 +62,13 @@ import (
 // lower than 10,000 partitions need). KFOLLOWER_SCALE_IDLEPROF=file writes
 // a CPU profile of the idle window (of the last size run), to see how much
 // of it is full Fetch encoding; KFOLLOWER_SCALE_HEAPPROF=file a heap
-// profile at its end.
+// profile at its end. KFOLLOWER_SCALE_STARTPROF=file writes a CPU profile
+// of the start-up (from Run to every partition fetching its record), and
+// KFOLLOWER_SCALE_STARTTRACE=file an execution trace of it (go tool
+// trace: what the opens, the worker and the flusher wait on). Start-up
+// also logs its timeline: every Fetch (sent, answered, partitions,
+// records), when the first and the last partition got its record
+// appended, and the first and last reconciliation.
 func BenchmarkScale(b *testing.B) {
 	sizes := []int{1000, 4000, 10000}
 	if s := os.Getenv("KFOLLOWER_SCALE"); s != "" {
@@ -176,14 +183,24 @@ func benchScale(b *testing.B, partitions int, idle time.Duration, clusterOnly bo
 		}
 		rctx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
+		stopProf := startProfiles(b, "KFOLLOWER_SCALE_STARTPROF", "KFOLLOWER_SCALE_STARTTRACE")
+		counts.startup(true)
 		began := time.Now()
 		go func() { done <- m.Run(rctx) }()
 		defer func() { cancel(); <-done }()
 		waitAll(b, m, partitions, 50*time.Millisecond, "fetching with their record", func(s fetcher.Status) bool { return s.State == "fetching" && s.LogEndOffset == 1 })
 		startup := time.Since(began)
+		stopProf()
+		counts.startup(false)
 		first := counts.take()
 		b.Logf("start-up: %v to %d partitions fetching (goal < 10 s); first reconciliation: %s; load average %s",
 			startup.Round(time.Millisecond), partitions, first, loadAverage())
+		b.Logf("start-up timeline: records appended to the first partition at %v, to all %d by %v; reconciliations %v-%v; %d Fetch requests:",
+			first.firstAppend.Round(time.Millisecond), len(first.appended), first.lastAppend.Round(time.Millisecond),
+			first.firstReconciled.Round(time.Millisecond), first.lastReconciled.Round(time.Millisecond), first.fetches)
+		for _, e := range first.timeline {
+			b.Logf("  %s", e)
+		}
 		b.ReportMetric(startup.Seconds()*1000, "ms-startup")
 		scaleIdle(b, partitions, idle, counts)
 	}
@@ -416,6 +433,12 @@ type scaleCounts struct {
 }
 
 type scaleWindow struct {
+	// detail: every Fetch goes to the timeline, and the appends are
+	// tracked (start-up).
+	detail                      bool
+	appended                    map[int32]bool // partitions that got records appended
+	firstAppend, lastAppend     time.Duration
+	firstReconciled             time.Duration
 	epochRequests, epochQueries int
 	epochByBroker               map[int32]int
 	results                     map[string]int
@@ -466,7 +489,11 @@ func (c *scaleCounts) RequestDone(s fetcher.RequestStats) {
 		c.fetches++
 		c.fetchPartitions += s.Partitions
 		c.fetchLatency += s.Latency
-		if s.Latency > time.Second {
+		if c.detail {
+			end := time.Since(c.since)
+			c.timeline = append(c.timeline, fmt.Sprintf("%v-%v broker %d: a Fetch of %d partitions, %d records, %d partition errors %v",
+				(end-s.Latency).Round(time.Millisecond), end.Round(time.Millisecond), s.Broker, s.Partitions, s.FetchedRecords, len(s.Results), s.Results))
+		} else if s.Latency > time.Second {
 			// Longer than the long poll (500 ms): what epoch retries due
 			// meanwhile waited for, as a worker has one request in the air.
 			end := time.Since(c.since)
@@ -487,9 +514,26 @@ func (c *scaleCounts) LeaderChanged(wire.TopicPartition, follower.LeaderChange, 
 	c.lastChange = d
 }
 
+func (c *scaleCounts) Appended(_ int32, tp wire.TopicPartition, _, records int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.detail || records == 0 || c.appended[tp.Partition] {
+		return
+	}
+	d := time.Since(c.since)
+	if len(c.appended) == 0 {
+		c.firstAppend = d
+	}
+	c.appended[tp.Partition] = true
+	c.lastAppend = d
+}
+
 func (c *scaleCounts) Reconciled(ev *follower.ReconciledEvent) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.reconciliations == 0 {
+		c.firstReconciled = time.Since(c.since)
+	}
 	c.reconciliations++
 	c.lastReconciled = time.Since(c.since)
 	if _, ok := c.reconciledAt[ev.Partition]; !ok {
@@ -497,13 +541,67 @@ func (c *scaleCounts) Reconciled(ev *follower.ReconciledEvent) {
 	}
 }
 
-// take returns the counts since the last take and starts again from zero.
+// take returns the counts since the last take and starts again from zero
+// (in the same detail).
 func (c *scaleCounts) take() scaleWindow {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	w := c.scaleWindow
-	c.scaleWindow = scaleWindow{epochByBroker: map[int32]int{}, results: map[string]int{}, reconciledAt: map[int32]time.Duration{}, since: time.Now()}
+	c.scaleWindow = scaleWindow{epochByBroker: map[int32]int{}, results: map[string]int{}, reconciledAt: map[int32]time.Duration{}, since: time.Now(),
+		detail: w.detail, appended: map[int32]bool{}}
 	return w
+}
+
+// startup starts a new window (what came before it is dropped) in detail
+// or not.
+func (c *scaleCounts) startup(detail bool) {
+	if detail {
+		c.take()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.detail = detail
+}
+
+// startProfiles starts a CPU profile and an execution trace into the
+// files the environment variables name (none if unset) and returns what
+// stops them.
+func startProfiles(b *testing.B, cpuEnv, traceEnv string) (stop func()) {
+	var files []*os.File
+	create := func(path string) *os.File {
+		f, err := os.Create(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		files = append(files, f)
+		return f
+	}
+	var cpu, tr bool
+	if path := os.Getenv(cpuEnv); path != "" {
+		if err := pprof.StartCPUProfile(create(path)); err != nil {
+			b.Fatal(err)
+		}
+		cpu = true
+	}
+	if path := os.Getenv(traceEnv); path != "" {
+		if err := trace.Start(create(path)); err != nil {
+			b.Fatal(err)
+		}
+		tr = true
+	}
+	return func() {
+		if cpu {
+			pprof.StopCPUProfile()
+		}
+		if tr {
+			trace.Stop()
+		}
+		for _, f := range files {
+			if err := f.Close(); err != nil {
+				b.Error(err)
+			}
+		}
+	}
 }
 
 // epochRequestsPerBroker is "broker=requests" for each broker asked.
