@@ -28,7 +28,10 @@ import (
 // BenchmarkScale follows N partitions (1,000, 4,000 and 10,000; one size
 // alone with KFOLLOWER_SCALE=4000, or a list "1000,4000") of one topic on
 // the 3-broker cluster, each on brokers {1, 2, 3} with broker 1 leading,
-// with the fetcher in this process and its default settings, and measures
+// with the fetcher in this process and its default settings but for the
+// flush policy, which is kfollower's default, --flush interval (1 s; the
+// fetcher's own default is storage's, fsync every append;
+// KFOLLOWER_SCALE_FLUSH=always|interval|os picks one), and measures
 // against the goals of issue 14 at 10,000 partitions:
 //
 //   - start-up: an empty data directory to every partition fetching with
@@ -90,10 +93,20 @@ func BenchmarkScale(b *testing.B) {
 		idle = d
 	}
 	clusterOnly := os.Getenv("KFOLLOWER_SCALE_CLUSTER_ONLY") == "1"
+	flush := storage.Options{Flush: storage.FlushInterval, FlushInterval: time.Second}
+	switch f := os.Getenv("KFOLLOWER_SCALE_FLUSH"); f {
+	case "", "interval":
+	case "always":
+		flush.Flush = storage.FlushEveryAppend
+	case "os":
+		flush.Flush = storage.FlushOS
+	default:
+		b.Fatalf("KFOLLOWER_SCALE_FLUSH=%q: want always, interval or os", f)
+	}
 	for _, n := range sizes {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			for range b.N {
-				benchScale(b, n, idle, clusterOnly)
+				benchScale(b, n, idle, clusterOnly, flush)
 			}
 		})
 	}
@@ -115,7 +128,7 @@ func scaleHeapMB(partitions int) int {
 	return max(512, 512+partitions/10)
 }
 
-func benchScale(b *testing.B, partitions int, idle time.Duration, clusterOnly bool) {
+func benchScale(b *testing.B, partitions int, idle time.Duration, clusterOnly bool, flush storage.Options) {
 	ctx := context.Background()
 	// Every open log holds its files open: check the process may hold
 	// them all before starting a cluster to find out. Each broker holds
@@ -174,7 +187,7 @@ func benchScale(b *testing.B, partitions int, idle time.Duration, clusterOnly bo
 		fcl := c.Client()
 		defer fcl.Close()
 		m, err = fetcher.New(fetcher.Config{
-			Client: fcl, DataDir: dir,
+			Client: fcl, DataDir: dir, Storage: flush,
 			Follow:    func(t string) bool { return t == topic },
 			Observers: []fetcher.Observer{counts},
 		})
@@ -193,8 +206,8 @@ func benchScale(b *testing.B, partitions int, idle time.Duration, clusterOnly bo
 		stopProf()
 		counts.startup(false)
 		first := counts.take()
-		b.Logf("start-up: %v to %d partitions fetching (goal < 10 s); first reconciliation: %s; load average %s",
-			startup.Round(time.Millisecond), partitions, first, loadAverage())
+		b.Logf("start-up: %v to %d partitions fetching (goal < 10 s; flush %s); first reconciliation: %s; load average %s",
+			startup.Round(time.Millisecond), partitions, []string{"always", "interval", "os"}[flush.Flush], first, loadAverage())
 		b.Logf("start-up timeline: records appended to the first partition at %v, to all %d by %v; reconciliations %v-%v; %d Fetch requests:",
 			first.firstAppend.Round(time.Millisecond), len(first.appended), first.lastAppend.Round(time.Millisecond),
 			first.firstReconciled.Round(time.Millisecond), first.lastReconciled.Round(time.Millisecond), first.fetches)

@@ -178,8 +178,9 @@
 // for corruption) and writes a torn partition.metadata again. The first
 // recovery point is never synced (the next replaces it whole), so a torn
 // point (empty, no final newline, zeroed bytes) is read as that one: the
-// active segment torn from its start. Close of an unsettled empty log
-// fsyncs nothing.
+// active segment torn from its start; settling counts as writing it, so
+// the first fsync does not rewrite it (a second later the flushes may).
+// Close of an unsettled empty log fsyncs nothing.
 //
 // DeleteBefore(x): write the log start file, cut the epoch cache from the
 // start and rewrite the checkpoint, then delete whole segments below x; a

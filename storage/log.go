@@ -244,8 +244,13 @@ func (l *Log) setTopicIDLocked(id TopicID) error {
 // takes batches no durable end ever covered, and Open re-reads a log
 // never settled as torn from its start (loadRecoveryPoint: a torn tail is
 // cut, never taken for corruption). The recovery point Open wrote is not
-// synced: a torn one is read as the one Open wrote (unsyncedPoint). Five
-// fsyncs, off the fetch path under FlushInterval.
+// synced: a torn one is read as the one Open wrote (unsyncedPoint), and
+// it is not rewritten by the fsync that settles (it counts as just
+// written: the flushes rewrite it at most once a second), so a whole one
+// says the segment is to be re-read from its start, which is all that
+// Open reads of a log its first fsync settled: under FlushEveryAppend a
+// first append of thousands of new logs at start-up made two more fsyncs
+// each (issue 14). Five fsyncs, off the fetch path under FlushInterval.
 func (l *Log) settle() error {
 	if !l.unsettled {
 		return nil
@@ -275,6 +280,7 @@ func (l *Log) settle() error {
 		}
 	}
 	l.unsettled, l.unsyncedDirs, l.epochsUnsynced = false, nil, false
+	l.lastRecoveryPoint = l.opts.Now()
 	return nil
 }
 
