@@ -197,14 +197,22 @@ func benchScale(b *testing.B, partitions int, idle time.Duration, clusterOnly bo
 		rctx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
 		stopProf := startProfiles(b, "KFOLLOWER_SCALE_STARTPROF", "KFOLLOWER_SCALE_STARTTRACE")
-		counts.startup(true)
+		allAppended := counts.startup(true, partitions)
 		began := time.Now()
 		go func() { done <- m.Run(rctx) }()
 		defer func() { cancel(); <-done }()
-		waitAll(b, m, partitions, 50*time.Millisecond, "fetching with their record", func(s fetcher.Status) bool { return s.State == "fetching" && s.LogEndOffset == 1 })
+		// Told when the last record is appended, then the statuses
+		// confirm it: polling 10,000 statuses (copied and sorted) every
+		// 50 ms for the whole start-up took a tenth of the process's CPU
+		// (CPU profile), on the 2 cores kfollower and the brokers share.
+		select {
+		case <-allAppended:
+		case <-time.After(5 * time.Minute): // waitAll fails, naming how many
+		}
+		waitAll(b, m, partitions, 10*time.Millisecond, "fetching with their record", func(s fetcher.Status) bool { return s.State == "fetching" && s.LogEndOffset == 1 })
 		startup := time.Since(began)
 		stopProf()
-		counts.startup(false)
+		counts.startup(false, 0)
 		first := counts.take()
 		b.Logf("start-up: %v to %d partitions fetching (goal < 10 s; flush %s); first reconciliation: %s; load average %s",
 			startup.Round(time.Millisecond), partitions, []string{"always", "interval", "os"}[flush.Flush], first, loadAverage())
@@ -215,6 +223,19 @@ func benchScale(b *testing.B, partitions int, idle time.Duration, clusterOnly bo
 			b.Logf("  %s", e)
 		}
 		b.ReportMetric(startup.Seconds()*1000, "ms-startup")
+		if flush.Flush == storage.FlushInterval {
+			// At rest means every record durable too: the flusher's first
+			// fsync of a new log settles it (storage: five fsyncs more),
+			// one log after another, and inside the idle window it was
+			// most of the CPU measured.
+			select {
+			case <-counts.allDurable:
+			case <-time.After(5 * time.Minute):
+				b.Fatalf("after 5 minutes the flusher has flushed %d of %d logs", counts.durableCount(), partitions)
+			}
+			b.Logf("every record durable (each log flushed once) %v after Run began; load average %s",
+				counts.durableAt.Sub(began).Round(time.Millisecond), loadAverage())
+		}
 		scaleIdle(b, partitions, idle, counts)
 	}
 
@@ -269,7 +290,7 @@ func benchScale(b *testing.B, partitions int, idle time.Duration, clusterOnly bo
 }
 
 // scaleIdle measures kfollower at rest: every partition fetched to its
-// end, nothing produced.
+// end (and under --flush interval flushed once), nothing produced.
 func scaleIdle(b *testing.B, partitions int, idle time.Duration, counts *scaleCounts) {
 	runtime.GC()
 	var prof *os.File
@@ -443,6 +464,31 @@ type scaleCounts struct {
 	fetcher.NopObserver
 	mu sync.Mutex
 	scaleWindow
+	// The logs the flusher flushed, since startup: allDurable is closed
+	// when they are durableWant, at durableAt.
+	durable     map[int32]bool
+	durableWant int
+	allDurable  chan struct{}
+	durableAt   time.Time
+}
+
+func (c *scaleCounts) Maintained(st fetcher.MaintenanceStats) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !st.Flushed || c.durable == nil || c.durable[st.TP.Partition] {
+		return
+	}
+	c.durable[st.TP.Partition] = true
+	if len(c.durable) == c.durableWant {
+		c.durableAt = time.Now()
+		close(c.allDurable)
+	}
+}
+
+func (c *scaleCounts) durableCount() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.durable)
 }
 
 type scaleWindow struct {
@@ -450,6 +496,8 @@ type scaleWindow struct {
 	// tracked (start-up).
 	detail                      bool
 	appended                    map[int32]bool // partitions that got records appended
+	want                        int            // how many: allAppended is then closed
+	allAppended                 chan struct{}
 	firstAppend, lastAppend     time.Duration
 	firstReconciled             time.Duration
 	epochRequests, epochQueries int
@@ -539,6 +587,9 @@ func (c *scaleCounts) Appended(_ int32, tp wire.TopicPartition, _, records int64
 	}
 	c.appended[tp.Partition] = true
 	c.lastAppend = d
+	if len(c.appended) == c.want {
+		close(c.allAppended)
+	}
 }
 
 func (c *scaleCounts) Reconciled(ev *follower.ReconciledEvent) {
@@ -561,19 +612,24 @@ func (c *scaleCounts) take() scaleWindow {
 	defer c.mu.Unlock()
 	w := c.scaleWindow
 	c.scaleWindow = scaleWindow{epochByBroker: map[int32]int{}, results: map[string]int{}, reconciledAt: map[int32]time.Duration{}, since: time.Now(),
-		detail: w.detail, appended: map[int32]bool{}}
+		detail: w.detail, appended: map[int32]bool{}, want: w.want, allAppended: w.allAppended}
 	return w
 }
 
-// startup starts a new window (what came before it is dropped) in detail
-// or not.
-func (c *scaleCounts) startup(detail bool) {
+// startup starts a new window (what came before it is dropped) in detail,
+// whose returned channel is closed once records were appended to want
+// partitions, or ends the detail (want 0).
+func (c *scaleCounts) startup(detail bool, want int) <-chan struct{} {
 	if detail {
 		c.take()
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.detail = detail
+	c.detail, c.want, c.allAppended = detail, want, make(chan struct{})
+	if detail {
+		c.durable, c.durableWant, c.allDurable = map[int32]bool{}, want, make(chan struct{})
+	}
+	return c.allAppended
 }
 
 // startProfiles starts a CPU profile and an execution trace into the
