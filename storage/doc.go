@@ -162,12 +162,12 @@
 //
 // Open of an empty log (no .log byte, no intent) fsyncs nothing: a crash
 // can only take the empty log, which the next Open creates again. For a
-// new one it writes partition.metadata and a recovery point at the
-// segment's start, for readers, without an fsync (tmp, rename), then
-// creates the segment's files; reopening an empty log that has them
-// writes nothing. Appends fsync nothing either; the log's first fsync
+// new one it writes partition.metadata without an fsync (tmp, rename) and
+// no recovery point, then creates the segment's files; reopening an empty
+// log writes nothing. Appends fsync nothing either; the log's first fsync
 // (Flush, a roll, a truncation, DeleteBefore, Close with batches) settles
-// it first: partition.metadata's data, the active segment's
+// it first: partition.metadata's data, the recovery point at the
+// segment's start if there is none (unsynced), the active segment's
 // .kfollower-txns (tmp fsynced, renamed), the checkpoint if an Append
 // wrote it, then the partition directory, the data directory and any
 // other parent Open created. So no durable end is declared before the

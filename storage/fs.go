@@ -46,9 +46,18 @@ func (osFS) OpenFile(name string, flag int, perm os.FileMode) (file, error) {
 	return osFile{f}, nil
 }
 
-func (osFS) Rename(from, to string) error              { return os.Rename(from, to) }
-func (osFS) Remove(name string) error                  { return os.Remove(name) }
-func (osFS) MkdirAll(dir string) error                 { return os.MkdirAll(dir, 0o755) }
+func (osFS) Rename(from, to string) error { return os.Rename(from, to) }
+func (osFS) Remove(name string) error     { return os.Remove(name) }
+
+// MkdirAll tries one mkdir first: os.MkdirAll stats the directory and
+// its parent before it, and a partition directory's parent, the data
+// directory, is there (mkdirAll has just seen it).
+func (osFS) MkdirAll(dir string) error {
+	if os.Mkdir(dir, 0o755) == nil {
+		return nil
+	}
+	return os.MkdirAll(dir, 0o755)
+}
 func (osFS) ReadDir(dir string) ([]fs.DirEntry, error) { return os.ReadDir(dir) }
 func (osFS) ReadFile(name string) ([]byte, error)      { return os.ReadFile(name) }
 func (osFS) Stat(name string) (os.FileInfo, error)     { return os.Stat(name) }

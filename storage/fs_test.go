@@ -135,7 +135,7 @@ func TestOpenWiresOnSync(t *testing.T) {
 
 // A new log costs no fsync to open, where it cost 11 and then 2 (issue 14:
 // 4,000 partitions took 22 s to start, 10,000 still 14 s):
-// partition.metadata and the recovery point are written without one, the
+// partition.metadata is written without one and no recovery point, the
 // directories are left unsynced (an empty log a crash takes is just
 // created again, and one with torn batches is re-read as torn from its
 // start: TestNewLogTornFirstBatches). Appends make none; the first fsync
@@ -181,9 +181,9 @@ func TestNewLogFsyncs(t *testing.T) {
 	}
 	// Settling (partition.metadata, the snapshot, the checkpoint the
 	// first append wrote, the partition directory, the data directory),
-	// then the .log; the recovery point Open wrote stands (the flushes
-	// rewrite it at most once a second, and settling counts as writing
-	// it).
+	// then the .log; settling writes the first recovery point unsynced,
+	// and counts as writing it (the flushes rewrite it at most once a
+	// second).
 	step("the first flush", 5+1, func() error { return l.Flush() })
 	if l.DurableEnd() != 10 {
 		t.Fatalf("durable end %d after the flush, want 10", l.DurableEnd())
@@ -197,14 +197,15 @@ func TestNewLogFsyncs(t *testing.T) {
 // loss in every way memFS can tear them (each unsynced write kept or not
 // sector by sector, each directory keeping a prefix of its changes): every
 // image opens, holding a prefix of the batches, with its topic id. Open
-// writes partition.metadata and the recovery point without an fsync, so an
-// image may hold either torn or not at all; the log was never settled, so
-// Open re-reads it as torn from its start (a bad batch with a valid one
-// after it is cut, not refused as corruption) and writes partition.metadata
-// again. Checked that it can fail: with a torn or missing point ignored
-// (judged as without one), 8 of the seeds are refused ("corrupt record
-// batch ... at byte 0"; the first: 998, 9756, 10940); with a torn
-// partition.metadata refused, as a settled log's is, seed 19 is.
+// writes partition.metadata without an fsync and no recovery point, so an
+// image may hold it torn or not at all, and no point; the log was never
+// settled, so Open re-reads it as torn from its start (a bad batch with a
+// valid one after it is cut, not refused as corruption) and writes
+// partition.metadata again. Checked that it can fail: with a missing
+// point judged as for a settled log, 15 of the seeds are refused
+// ("corrupt record batch ... at byte 0"; the first: 3288, 4231, 4578);
+// with a torn partition.metadata refused, as a settled log's is, seed 10
+// is.
 func TestNewLogTornFirstBatches(t *testing.T) {
 	m := newMemFS()
 	id := TopicID{9, 8, 7}
@@ -250,18 +251,18 @@ func TestNewLogTornFirstBatches(t *testing.T) {
 	t.Logf("%d of %d torn images kept some batches", kept, tornSeeds)
 }
 
-// The recovery point a new log's Open writes is never fsynced (the next
-// one replaces it whole: tmp fsynced, renamed), so after a Flush within a
-// second of the Open (the point is rewritten at most once a second) a
-// power loss can leave it torn in a log that is settled and has a durable
-// end, with a torn tail past that end. Torn, the point is the one Open
-// wrote, at the segment's start: the tail is cut (down to the durable
-// end), not refused as corruption. A point that is whole but garbled is
+// The first recovery point of a new log, which its first fsync writes at
+// the segment's start when it settles the log, is never fsynced (the next
+// one replaces it whole: tmp fsynced, renamed, at most once a second, and
+// settling counts as writing it), so a power loss can leave it torn in a
+// log that is settled and has a durable end, with a torn tail past that
+// end. Torn, the point is that first one: the tail is cut (down to the
+// durable end), not refused as corruption. A point that is whole but garbled is
 // not a torn write: the log is judged without one, and a bad batch with a
 // valid one after it stays corruption. Checked that it can fail: without
 // unsyncedPoint, the empty and the zeroed points are refused as
-// corruption (a point cut just before its newline parses as the one Open
-// wrote). A View needs no such rule: it walks headers without their CRCs,
+// corruption (a point cut just before its newline parses as the first
+// one). A View needs no such rule: it walks headers without their CRCs,
 // and reads no further than the last batch whose header parses.
 func TestTornRecoveryPointOfSettledLog(t *testing.T) {
 	for _, tc := range []struct {

@@ -63,6 +63,10 @@ type Log struct {
 	// settle fsyncs.
 	unsettled    bool
 	unsyncedDirs []string
+	// startPoint is the recovery point at the segment's start that settle
+	// writes, when a log opened empty has none (a new log's Open writes
+	// none).
+	startPoint *recoveryPoint
 	// lastRecoveryPoint is when kfollower-recovery-point was last written;
 	// flushes rewrite it at most once a second.
 	lastRecoveryPoint time.Time
@@ -233,8 +237,9 @@ func (l *Log) setTopicIDLocked(id TopicID) error {
 
 // settle makes a log opened empty durable before anything of it is
 // declared durable (a Flush, a roll, a truncation, Close):
-// partition.metadata's data (Open or SetTopicID wrote it unsynced), then
-// the first segment's .kfollower-txns (written and fsynced under a tmp
+// partition.metadata's data (Open or SetTopicID wrote it unsynced), the
+// recovery point at the segment's start if the log has none (a new log's
+// Open writes none), unsynced, then the first segment's .kfollower-txns (written and fsynced under a tmp
 // name, then renamed: once it is there, so is a whole partition.metadata,
 // and Open no longer takes the log for one never settled:
 // neverSettled), leader-epoch-checkpoint if an Append wrote it, then one
@@ -243,14 +248,14 @@ func (l *Log) setTopicIDLocked(id TopicID) error {
 // Open created. Appends need none of it: a crash that takes the rest
 // takes batches no durable end ever covered, and Open re-reads a log
 // never settled as torn from its start (loadRecoveryPoint: a torn tail is
-// cut, never taken for corruption). The recovery point Open wrote is not
-// synced: a torn one is read as the one Open wrote (unsyncedPoint), and
-// it is not rewritten by the fsync that settles (it counts as just
-// written: the flushes rewrite it at most once a second), so a whole one
-// says the segment is to be re-read from its start, which is all that
-// Open reads of a log its first fsync settled: under FlushEveryAppend a
-// first append of thousands of new logs at start-up made two more fsyncs
-// each (issue 14). Five fsyncs, off the fetch path under FlushInterval.
+// cut, never taken for corruption). That first recovery point is not
+// synced: a torn one is read as that one (unsyncedPoint), and it is not
+// rewritten by the fsync that settles (it counts as just written: the
+// flushes rewrite it at most once a second), so a whole one says the
+// segment is to be re-read from its start, which is all that Open reads
+// of a log its first fsync settled: under FlushEveryAppend a first append
+// of thousands of new logs at start-up made two more fsyncs each (issue
+// 14). Five fsyncs, off the fetch path under FlushInterval.
 func (l *Log) settle() error {
 	if !l.unsettled {
 		return nil
@@ -261,6 +266,15 @@ func (l *Log) settle() error {
 		}
 	}
 	s := l.active() // the segment Open found or made: a roll settles first
+	if l.startPoint != nil {
+		// Before the snapshot, which tells Open the log was settled: a
+		// crash that keeps that name keeps this one, whole or torn, and
+		// a torn point reads as this one (unsyncedPoint).
+		if err := writeFileUnsynced(l.fsys, l.dir, recoveryPointName, formatRecoveryPoint(*l.startPoint)); err != nil {
+			return fmt.Errorf("%s: %w", l.tp(), err)
+		}
+		l.startPoint = nil
+	}
 	if _, have, err := readTxnState(l.fsys, l.dir, s.base); err != nil {
 		return err
 	} else if !have {

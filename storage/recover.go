@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -51,9 +52,14 @@ func (l *Log) recover() error {
 	if err != nil {
 		return fmt.Errorf("creating %s: %w", l.dir, err)
 	}
-	ents, err := l.fsys.ReadDir(l.dir)
-	if err != nil {
-		return fmt.Errorf("listing %s: %w", l.dir, err)
+	var ents []fs.DirEntry
+	// A directory just created is empty (nothing but the Log writes in
+	// it: the data directory is locked): not listed, one system call
+	// less of the dozen a new log's Open makes.
+	if len(parents) == 0 {
+		if ents, err = l.fsys.ReadDir(l.dir); err != nil {
+			return fmt.Errorf("listing %s: %w", l.dir, err)
+		}
 	}
 	// From here recovery probes the directory through its listing
 	// (listedFS): a file the listing lacks costs no system call.
@@ -236,19 +242,11 @@ func (l *Log) recover() error {
 		var s *segment
 		var err error
 		if l.unsettled {
-			// The recovery point at its start, for readers (a View), and
-			// without an fsync, as partition.metadata: a power loss may
-			// leave it torn or missing, and then, the log never settled,
-			// its segment is re-read as torn from its start, which is
-			// what the point says (loadRecoveryPoint). Its snapshot (no
-			// transaction open) comes with settle.
-			base := max(logStart, 0)
-			rp := recoveryPoint{base: base, next: base, maxTs: batch.NoTimestamp, maxTsOffset: -1, firstTs: -1, lastEpoch: -1}
-			if err := writeFileUnsynced(l.fsys, l.dir, recoveryPointName, formatRecoveryPoint(rp)); err != nil {
-				return err
-			}
-			l.lastRecoveryPoint = l.opts.Now()
-			s, err = createSegment(l.fsys, l.dir, base, l.opts.IndexIntervalBytes, l.opts.Now(), false)
+			// No recovery point yet: a log never settled is re-read as
+			// torn from its start without one (loadRecoveryPoint), as the
+			// point at its start would say; settle writes that point.
+			// Its snapshot (no transaction open) comes with settle too.
+			s, err = createSegment(l.fsys, l.dir, max(logStart, 0), l.opts.IndexIntervalBytes, l.opts.Now(), false)
 		} else {
 			s, err = l.createSegment(max(logStart, 0))
 		}
@@ -291,6 +289,10 @@ func (l *Log) recover() error {
 	if l.unsettled {
 		have, err := l.fsys.ReadFile(filepath.Join(l.dir, recoveryPointName))
 		keep = err == nil && bytes.Equal(have, formatRecoveryPoint(point))
+		if isNotExist(err) {
+			// Written by settle, before anything of the log is durable.
+			l.startPoint, keep = &point, true
+		}
 	}
 	switch {
 	case keep:
@@ -471,7 +473,14 @@ func (l *Log) recoverActive(rp *recoveryPoint, tornAll, created bool, onBatch fu
 		}
 	}
 	s.sealed = false
-	if !resumed && !(created && size == 0) {
+	switch {
+	case resumed || created && size == 0:
+	case l.unsettled && size == 0 && l.emptyIndexes(s):
+		// Nothing to cut: rewriting would cost the first flush of a
+		// reopened empty log two fsyncs, now that a new log has no
+		// recovery point to resume from.
+		s.idx, s.tidx = indexFile{}, indexFile{}
+	default:
 		s.rewriteIndexes()
 	}
 	// Resumed, the entries up to the recovery point are in the files
@@ -487,6 +496,17 @@ func (l *Log) recoverActive(rp *recoveryPoint, tornAll, created bool, onBatch fu
 	// Durable now; the recovery point is written by recover once the
 	// checkpoint holds these batches' epochs (a point promises that).
 	return s.sync()
+}
+
+// emptyIndexes says s's .index and .timeindex are missing or empty.
+func (l *Log) emptyIndexes(s *segment) bool {
+	for _, suf := range []string{indexSuffix, timeIndexSuffix} {
+		fi, err := l.fsys.Stat(s.path(suf))
+		if err == nil && fi.Size() > 0 || err != nil && !isNotExist(err) {
+			return false
+		}
+	}
+	return true
 }
 
 // tornFrom is the position in the active segment (base, size bytes) from

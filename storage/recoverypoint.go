@@ -57,9 +57,9 @@ func parseRecoveryPoint(data []byte) (recoveryPoint, error) {
 // recovery point left after a power loss: empty, cut before its final
 // newline, or holding zero-filled sectors. Every point is written fsynced
 // under a tmp name before it is renamed over the last one (so it is whole
-// or not there) except the first of a new log, which Open writes without
-// an fsync (recover): a torn point is that one, which named the active
-// segment's start, or an earlier segment's.
+// or not there) except the first of a new log, which its first fsync
+// writes without one (Log.settle): a torn point is that one, which named
+// the active segment's start, or an earlier segment's.
 func unsyncedPoint(data []byte) bool {
 	return len(data) == 0 || data[len(data)-1] != '\n' || bytes.IndexByte(data, 0) >= 0
 }
@@ -67,7 +67,7 @@ func unsyncedPoint(data []byte) bool {
 // loadRecoveryPoint reads kfollower-recovery-point as read (data, or the
 // error reading it): the point when it is usable, else nil and whether the
 // active segment is to be re-read as torn from its start (torn), as the
-// point Open writes for a new log says. That holds when the point is torn
+// first point of a new log says. That holds when the point is torn
 // (unsyncedPoint), and, for a log that was never settled (fresh: nothing
 // of it was ever declared durable, so no byte of it is known durable),
 // when it is missing or unreadable too. Otherwise a missing or garbled
