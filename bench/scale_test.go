@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"sort"
 	"strconv"
@@ -27,7 +28,10 @@ import (
 // BenchmarkScale follows N partitions (1,000, 4,000 and 10,000; one size
 // alone with KFOLLOWER_SCALE=4000, or a list "1000,4000") of one topic on
 // the 3-broker cluster, each on brokers {1, 2, 3} with broker 1 leading,
-// with the fetcher in this process and its default settings, and measures
+// with the fetcher in this process and its default settings but for the
+// flush policy, which is kfollower's default, --flush interval (1 s; the
+// fetcher's own default is storage's, fsync every append;
+// KFOLLOWER_SCALE_FLUSH=always|interval|os picks one), and measures
 // against the goals of issue 14 at 10,000 partitions:
 //
 //   - start-up: an empty data directory to every partition fetching with
@@ -61,7 +65,13 @@ import (
 // lower than 10,000 partitions need). KFOLLOWER_SCALE_IDLEPROF=file writes
 // a CPU profile of the idle window (of the last size run), to see how much
 // of it is full Fetch encoding; KFOLLOWER_SCALE_HEAPPROF=file a heap
-// profile at its end.
+// profile at its end. KFOLLOWER_SCALE_STARTPROF=file writes a CPU profile
+// of the start-up (from Run to every partition fetching its record), and
+// KFOLLOWER_SCALE_STARTTRACE=file an execution trace of it (go tool
+// trace: what the opens, the worker and the flusher wait on). Start-up
+// also logs its timeline: every Fetch (sent, answered, partitions,
+// records), when the first and the last partition got its record
+// appended, and the first and last reconciliation.
 func BenchmarkScale(b *testing.B) {
 	sizes := []int{1000, 4000, 10000}
 	if s := os.Getenv("KFOLLOWER_SCALE"); s != "" {
@@ -83,10 +93,20 @@ func BenchmarkScale(b *testing.B) {
 		idle = d
 	}
 	clusterOnly := os.Getenv("KFOLLOWER_SCALE_CLUSTER_ONLY") == "1"
+	flush := storage.Options{Flush: storage.FlushInterval, FlushInterval: time.Second}
+	switch f := os.Getenv("KFOLLOWER_SCALE_FLUSH"); f {
+	case "", "interval":
+	case "always":
+		flush.Flush = storage.FlushEveryAppend
+	case "os":
+		flush.Flush = storage.FlushOS
+	default:
+		b.Fatalf("KFOLLOWER_SCALE_FLUSH=%q: want always, interval or os", f)
+	}
 	for _, n := range sizes {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			for range b.N {
-				benchScale(b, n, idle, clusterOnly)
+				benchScale(b, n, idle, clusterOnly, flush)
 			}
 		})
 	}
@@ -108,7 +128,7 @@ func scaleHeapMB(partitions int) int {
 	return max(512, 512+partitions/10)
 }
 
-func benchScale(b *testing.B, partitions int, idle time.Duration, clusterOnly bool) {
+func benchScale(b *testing.B, partitions int, idle time.Duration, clusterOnly bool, flush storage.Options) {
 	ctx := context.Background()
 	// Every open log holds its files open: check the process may hold
 	// them all before starting a cluster to find out. Each broker holds
@@ -167,7 +187,7 @@ func benchScale(b *testing.B, partitions int, idle time.Duration, clusterOnly bo
 		fcl := c.Client()
 		defer fcl.Close()
 		m, err = fetcher.New(fetcher.Config{
-			Client: fcl, DataDir: dir,
+			Client: fcl, DataDir: dir, Storage: flush,
 			Follow:    func(t string) bool { return t == topic },
 			Observers: []fetcher.Observer{counts},
 		})
@@ -176,15 +196,46 @@ func benchScale(b *testing.B, partitions int, idle time.Duration, clusterOnly bo
 		}
 		rctx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
+		stopProf := startProfiles(b, "KFOLLOWER_SCALE_STARTPROF", "KFOLLOWER_SCALE_STARTTRACE")
+		allAppended := counts.startup(true, partitions)
 		began := time.Now()
 		go func() { done <- m.Run(rctx) }()
 		defer func() { cancel(); <-done }()
-		waitAll(b, m, partitions, 50*time.Millisecond, "fetching with their record", func(s fetcher.Status) bool { return s.State == "fetching" && s.LogEndOffset == 1 })
+		// Told when the last record is appended, then the statuses
+		// confirm it: polling 10,000 statuses (copied and sorted) every
+		// 50 ms for the whole start-up took a tenth of the process's CPU
+		// (CPU profile), on the 2 cores kfollower and the brokers share.
+		select {
+		case <-allAppended:
+		case <-time.After(5 * time.Minute): // waitAll fails, naming how many
+		}
+		waitAll(b, m, partitions, 10*time.Millisecond, "fetching with their record", func(s fetcher.Status) bool { return s.State == "fetching" && s.LogEndOffset == 1 })
 		startup := time.Since(began)
+		stopProf()
+		counts.startup(false, 0)
 		first := counts.take()
-		b.Logf("start-up: %v to %d partitions fetching (goal < 10 s); first reconciliation: %s; load average %s",
-			startup.Round(time.Millisecond), partitions, first, loadAverage())
+		b.Logf("start-up: %v to %d partitions fetching (goal < 10 s; flush %s); first reconciliation: %s; load average %s",
+			startup.Round(time.Millisecond), partitions, []string{"always", "interval", "os"}[flush.Flush], first, loadAverage())
+		b.Logf("start-up timeline: records appended to the first partition at %v, to all %d by %v; reconciliations %v-%v; %d Fetch requests:",
+			first.firstAppend.Round(time.Millisecond), len(first.appended), first.lastAppend.Round(time.Millisecond),
+			first.firstReconciled.Round(time.Millisecond), first.lastReconciled.Round(time.Millisecond), first.fetches)
+		for _, e := range first.timeline {
+			b.Logf("  %s", e)
+		}
 		b.ReportMetric(startup.Seconds()*1000, "ms-startup")
+		if flush.Flush == storage.FlushInterval {
+			// At rest means every record durable too: the flusher's first
+			// fsync of a new log settles it (storage: five fsyncs more),
+			// one log after another, and inside the idle window it was
+			// most of the CPU measured.
+			select {
+			case <-counts.allDurable:
+			case <-time.After(5 * time.Minute):
+				b.Fatalf("after 5 minutes the flusher has flushed %d of %d logs", counts.durableCount(), partitions)
+			}
+			b.Logf("every record durable (each log flushed once) %v after Run began; load average %s",
+				counts.durableAt.Sub(began).Round(time.Millisecond), loadAverage())
+		}
 		scaleIdle(b, partitions, idle, counts)
 	}
 
@@ -239,7 +290,7 @@ func benchScale(b *testing.B, partitions int, idle time.Duration, clusterOnly bo
 }
 
 // scaleIdle measures kfollower at rest: every partition fetched to its
-// end, nothing produced.
+// end (and under --flush interval flushed once), nothing produced.
 func scaleIdle(b *testing.B, partitions int, idle time.Duration, counts *scaleCounts) {
 	runtime.GC()
 	var prof *os.File
@@ -413,9 +464,42 @@ type scaleCounts struct {
 	fetcher.NopObserver
 	mu sync.Mutex
 	scaleWindow
+	// The logs the flusher flushed, since startup: allDurable is closed
+	// when they are durableWant, at durableAt.
+	durable     map[int32]bool
+	durableWant int
+	allDurable  chan struct{}
+	durableAt   time.Time
+}
+
+func (c *scaleCounts) Maintained(st fetcher.MaintenanceStats) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !st.Flushed || c.durable == nil || c.durable[st.TP.Partition] {
+		return
+	}
+	c.durable[st.TP.Partition] = true
+	if len(c.durable) == c.durableWant {
+		c.durableAt = time.Now()
+		close(c.allDurable)
+	}
+}
+
+func (c *scaleCounts) durableCount() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.durable)
 }
 
 type scaleWindow struct {
+	// detail: every Fetch goes to the timeline, and the appends are
+	// tracked (start-up).
+	detail                      bool
+	appended                    map[int32]bool // partitions that got records appended
+	want                        int            // how many: allAppended is then closed
+	allAppended                 chan struct{}
+	firstAppend, lastAppend     time.Duration
+	firstReconciled             time.Duration
 	epochRequests, epochQueries int
 	epochByBroker               map[int32]int
 	results                     map[string]int
@@ -466,7 +550,11 @@ func (c *scaleCounts) RequestDone(s fetcher.RequestStats) {
 		c.fetches++
 		c.fetchPartitions += s.Partitions
 		c.fetchLatency += s.Latency
-		if s.Latency > time.Second {
+		if c.detail {
+			end := time.Since(c.since)
+			c.timeline = append(c.timeline, fmt.Sprintf("%v-%v broker %d: a Fetch of %d partitions, %d records, %d partition errors %v",
+				(end-s.Latency).Round(time.Millisecond), end.Round(time.Millisecond), s.Broker, s.Partitions, s.FetchedRecords, len(s.Results), s.Results))
+		} else if s.Latency > time.Second {
 			// Longer than the long poll (500 ms): what epoch retries due
 			// meanwhile waited for, as a worker has one request in the air.
 			end := time.Since(c.since)
@@ -487,9 +575,29 @@ func (c *scaleCounts) LeaderChanged(wire.TopicPartition, follower.LeaderChange, 
 	c.lastChange = d
 }
 
+func (c *scaleCounts) Appended(_ int32, tp wire.TopicPartition, _, records int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.detail || records == 0 || c.appended[tp.Partition] {
+		return
+	}
+	d := time.Since(c.since)
+	if len(c.appended) == 0 {
+		c.firstAppend = d
+	}
+	c.appended[tp.Partition] = true
+	c.lastAppend = d
+	if len(c.appended) == c.want {
+		close(c.allAppended)
+	}
+}
+
 func (c *scaleCounts) Reconciled(ev *follower.ReconciledEvent) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.reconciliations == 0 {
+		c.firstReconciled = time.Since(c.since)
+	}
 	c.reconciliations++
 	c.lastReconciled = time.Since(c.since)
 	if _, ok := c.reconciledAt[ev.Partition]; !ok {
@@ -497,13 +605,72 @@ func (c *scaleCounts) Reconciled(ev *follower.ReconciledEvent) {
 	}
 }
 
-// take returns the counts since the last take and starts again from zero.
+// take returns the counts since the last take and starts again from zero
+// (in the same detail).
 func (c *scaleCounts) take() scaleWindow {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	w := c.scaleWindow
-	c.scaleWindow = scaleWindow{epochByBroker: map[int32]int{}, results: map[string]int{}, reconciledAt: map[int32]time.Duration{}, since: time.Now()}
+	c.scaleWindow = scaleWindow{epochByBroker: map[int32]int{}, results: map[string]int{}, reconciledAt: map[int32]time.Duration{}, since: time.Now(),
+		detail: w.detail, appended: map[int32]bool{}, want: w.want, allAppended: w.allAppended}
 	return w
+}
+
+// startup starts a new window (what came before it is dropped) in detail,
+// whose returned channel is closed once records were appended to want
+// partitions, or ends the detail (want 0).
+func (c *scaleCounts) startup(detail bool, want int) <-chan struct{} {
+	if detail {
+		c.take()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.detail, c.want, c.allAppended = detail, want, make(chan struct{})
+	if detail {
+		c.durable, c.durableWant, c.allDurable = map[int32]bool{}, want, make(chan struct{})
+	}
+	return c.allAppended
+}
+
+// startProfiles starts a CPU profile and an execution trace into the
+// files the environment variables name (none if unset) and returns what
+// stops them.
+func startProfiles(b *testing.B, cpuEnv, traceEnv string) (stop func()) {
+	var files []*os.File
+	create := func(path string) *os.File {
+		f, err := os.Create(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		files = append(files, f)
+		return f
+	}
+	var cpu, tr bool
+	if path := os.Getenv(cpuEnv); path != "" {
+		if err := pprof.StartCPUProfile(create(path)); err != nil {
+			b.Fatal(err)
+		}
+		cpu = true
+	}
+	if path := os.Getenv(traceEnv); path != "" {
+		if err := trace.Start(create(path)); err != nil {
+			b.Fatal(err)
+		}
+		tr = true
+	}
+	return func() {
+		if cpu {
+			pprof.StopCPUProfile()
+		}
+		if tr {
+			trace.Stop()
+		}
+		for _, f := range files {
+			if err := f.Close(); err != nil {
+				b.Error(err)
+			}
+		}
+	}
 }
 
 // epochRequestsPerBroker is "broker=requests" for each broker asked.

@@ -72,6 +72,7 @@ func (k *killFS) OpenFile(name string, flag int, perm os.FileMode) (file, error)
 func (k *killFS) Rename(from, to string) error { k.step(); return k.osFS.Rename(from, to) }
 func (k *killFS) Remove(name string) error     { k.step(); return k.osFS.Remove(name) }
 func (k *killFS) MkdirAll(dir string) error    { k.step(); return k.osFS.MkdirAll(dir) }
+func (k *killFS) Mkdir(dir string) error       { k.step(); return k.osFS.Mkdir(dir) }
 func (k *killFS) SyncDir(dir string) error     { k.step(); return k.osFS.SyncDir(dir) }
 
 type killFile struct {

@@ -104,8 +104,9 @@
 // Small files (checkpoint, partition.metadata, recovery point, log start,
 // intent, unreported losses, lost.json) are replaced atomically: write <name>.tmp, fsync it,
 // close, rename over <name>, fsync the directory (Kafka's CheckpointFile);
-// but leader-epoch-checkpoint rewritten by an Append: written and renamed,
-// fsynced later (below).
+// but leader-epoch-checkpoint rewritten by an Append, and partition.metadata
+// and the first recovery point of a log opened empty: written and renamed,
+// fsynced later or never (below).
 //
 // Append: validate the whole run (nothing is written on a violation);
 // roll if due (seal the old segment: final time-index entry, write and
@@ -159,19 +160,26 @@
 // MarkReported: a loss is reported at least once, and a report repeated
 // after a crash carries the same Lost.ID.
 //
-// Open of an empty log (no .log byte, no intent) fsyncs no directory: a
-// crash can only take the empty log, which the next Open creates again.
-// For a new one it writes partition.metadata and a recovery point at the
-// segment's start, each fsynced under its tmp name and renamed, before it
-// creates the segment's files (two fsyncs; a crash that keeps those files
-// keeps the names given before them, so a torn first batch is cut, never
-// taken for corruption); reopening an empty log that has them writes
-// nothing. Appends fsync nothing either; the log's first fsync (Flush, a
-// roll, a truncation, DeleteBefore, Close with batches) settles it first:
-// the active segment's .kfollower-txns (tmp fsynced, renamed), the
-// checkpoint if an Append wrote it, then the partition directory, the data
-// directory and any other parent Open created. So no durable end is
-// declared before the files and their directory entries are durable.
+// Open of an empty log (no .log byte, no intent) fsyncs nothing: a crash
+// can only take the empty log, which the next Open creates again. For a
+// new one it writes partition.metadata without an fsync (tmp, rename) and
+// no recovery point, then creates the segment's files; reopening an empty
+// log writes nothing. Appends fsync nothing either; the log's first fsync
+// (Flush, a roll, a truncation, DeleteBefore, Close with batches) settles
+// it first: partition.metadata's data, the recovery point at the
+// segment's start if there is none (unsynced), the active segment's
+// .kfollower-txns (tmp fsynced, renamed), the checkpoint if an Append
+// wrote it, then the partition directory, the data directory and any
+// other parent Open created. So no durable end is declared before the
+// files and their directory entries are durable. A log whose only segment
+// has no .kfollower-txns was never settled: nothing of it was declared
+// durable, so Open re-reads it as torn from its start when its recovery
+// point is missing or unreadable (a torn first batch is cut, never taken
+// for corruption) and writes a torn partition.metadata again. The first
+// recovery point is never synced (the next replaces it whole), so a torn
+// point (empty, no final newline, zeroed bytes) is read as that one: the
+// active segment torn from its start; settling counts as writing it, so
+// the first fsync does not rewrite it (a second later the flushes may).
 // Close of an unsettled empty log fsyncs nothing.
 //
 // DeleteBefore(x): write the log start file, cut the epoch cache from the
@@ -203,6 +211,8 @@
 //     checks the CRC of every batch it returns: *CorruptionError.
 //     ReadSection does not (Kafka's broker sends what it stored unchecked;
 //     clients check CRCs): the audit and verify tools read with Read.
+//   - a torn recovery point, or a missing or unreadable one of a log never
+//     settled: the active segment re-read as torn from its start (above).
 //   - missing, unreadable, torn (empty, no final newline) or non-monotonic leader-epoch-checkpoint: rebuilt
 //     from the batches' epochs with a warning; entries past the log end are
 //     cut (LogLoader's truncateFromEnd) and the start is cut to the log

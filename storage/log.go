@@ -63,6 +63,10 @@ type Log struct {
 	// settle fsyncs.
 	unsettled    bool
 	unsyncedDirs []string
+	// startPoint is the recovery point at the segment's start that settle
+	// writes, when a log opened empty has none (a new log's Open writes
+	// none).
+	startPoint *recoveryPoint
 	// lastRecoveryPoint is when kfollower-recovery-point was last written;
 	// flushes rewrite it at most once a second.
 	lastRecoveryPoint time.Time
@@ -211,11 +215,14 @@ func (l *Log) setTopicIDLocked(id TopicID) error {
 		return fmt.Errorf("%s: topic id %s does not match partition.metadata's %s", l.tp(), id, l.topicID)
 	}
 	if l.unsettled {
-		// Complete on disk before its name is (tmp file fsynced, then
-		// renamed), its name durable with the directory's next fsync
-		// (settle): Open writes it before it creates the segment's files,
-		// so a crash that keeps those keeps it too.
-		if err := writeFileRenamed(l.fsys, l.dir, PartitionMetadataFile, formatPartitionMetadata(id)); err != nil {
+		// Without an fsync, for readers: settle makes it durable before
+		// anything of the log is declared durable, and a power loss that
+		// tears it before then tears a log Open treats as never settled
+		// (loadTopicID). Kafka writes it lazily too: UnifiedLog records
+		// the id and leaves the write (with its fsync) to a scheduled
+		// "flush-metadata-file" task, or to the first append
+		// (PartitionMetadataFile.record, maybeFlush).
+		if err := writeFileUnsynced(l.fsys, l.dir, PartitionMetadataFile, formatPartitionMetadata(id)); err != nil {
 			return err
 		}
 		l.topicID = id
@@ -229,21 +236,45 @@ func (l *Log) setTopicIDLocked(id TopicID) error {
 }
 
 // settle makes a log opened empty durable before anything of it is
-// declared durable (a Flush, a roll, a truncation, Close): the first
-// segment's .kfollower-txns (written and fsynced under a tmp name, then
-// renamed), leader-epoch-checkpoint if an Append wrote it, then one fsync
-// of the partition directory for all of them and the segment's files, then
-// the fsync of the data directory and of any other parent Open created.
-// Appends need none of it: Open wrote partition.metadata and a recovery
-// point at the segment's start, complete, before the segment's files
-// (past the point a torn tail is cut, never taken for corruption:
-// tornFrom), and a crash that takes the rest takes batches no durable end
-// ever covered. Four fsyncs, off the fetch path under FlushInterval.
+// declared durable (a Flush, a roll, a truncation, Close):
+// partition.metadata's data (Open or SetTopicID wrote it unsynced), the
+// recovery point at the segment's start if the log has none (a new log's
+// Open writes none), unsynced, then the first segment's .kfollower-txns (written and fsynced under a tmp
+// name, then renamed: once it is there, so is a whole partition.metadata,
+// and Open no longer takes the log for one never settled:
+// neverSettled), leader-epoch-checkpoint if an Append wrote it, then one
+// fsync of the partition directory for all of them and the segment's
+// files, then the fsync of the data directory and of any other parent
+// Open created. Appends need none of it: a crash that takes the rest
+// takes batches no durable end ever covered, and Open re-reads a log
+// never settled as torn from its start (loadRecoveryPoint: a torn tail is
+// cut, never taken for corruption). That first recovery point is not
+// synced: a torn one is read as that one (unsyncedPoint), and it is not
+// rewritten by the fsync that settles (it counts as just written: the
+// flushes rewrite it at most once a second), so a whole one says the
+// segment is to be re-read from its start, which is all that Open reads
+// of a log its first fsync settled: under FlushEveryAppend a first append
+// of thousands of new logs at start-up made two more fsyncs each (issue
+// 14). Five fsyncs, off the fetch path under FlushInterval.
 func (l *Log) settle() error {
 	if !l.unsettled {
 		return nil
 	}
+	if l.topicID != (TopicID{}) {
+		if err := syncByName(l.fsys, filepath.Join(l.dir, PartitionMetadataFile)); err != nil {
+			return fmt.Errorf("%s: %w", l.tp(), err)
+		}
+	}
 	s := l.active() // the segment Open found or made: a roll settles first
+	if l.startPoint != nil {
+		// Before the snapshot, which tells Open the log was settled: a
+		// crash that keeps that name keeps this one, whole or torn, and
+		// a torn point reads as this one (unsyncedPoint).
+		if err := writeFileUnsynced(l.fsys, l.dir, recoveryPointName, formatRecoveryPoint(*l.startPoint)); err != nil {
+			return fmt.Errorf("%s: %w", l.tp(), err)
+		}
+		l.startPoint = nil
+	}
 	if _, have, err := readTxnState(l.fsys, l.dir, s.base); err != nil {
 		return err
 	} else if !have {
@@ -263,6 +294,7 @@ func (l *Log) settle() error {
 		}
 	}
 	l.unsettled, l.unsyncedDirs, l.epochsUnsynced = false, nil, false
+	l.lastRecoveryPoint = l.opts.Now()
 	return nil
 }
 

@@ -244,6 +244,21 @@ func (m *memFS) Remove(name string) error {
 	return nil
 }
 
+func (m *memFS) Mkdir(dir string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	d, base, err := m.parent(dir)
+	if err != nil {
+		return memErr("mkdir", dir, err)
+	}
+	if _, ok := d.entries[base]; ok {
+		return memErr("mkdir", dir, syscall.EEXIST)
+	}
+	m.op("mkdir " + base)
+	d.link(base, newMemDir())
+	return nil
+}
+
 func (m *memFS) MkdirAll(dir string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -76,9 +76,12 @@ type plStep struct {
 	op      []string // as crashModel.apply reads it, or "L", "R", "S", "C"
 	model   crashModel
 	durable int64
-	lost    *plLoss  // an L op that removed batches
-	marking []string // the IDs an R op marks
-	pending []string // IDs reported by TruncateWithLost and not yet marked, after this step
+	// everDurable: a durable end above the log start was reported by
+	// this step or an earlier one, so the log was settled.
+	everDurable bool
+	lost        *plLoss  // an L op that removed batches
+	marking     []string // the IDs an R op marks
+	pending     []string // IDs reported by TruncateWithLost and not yet marked, after this step
 }
 
 type plLoss struct {
@@ -101,8 +104,12 @@ type plImage struct {
 	depth int // 1 for a crash during the recovery of an image
 }
 
+// plTopicID is the topic id the workload's log is opened with; images are
+// opened without one, so that what they hold is seen.
+var plTopicID = TopicID{0x4b, 0x46}
+
 func plOptions(seed uint64, now *time.Time) Options {
-	o := Options{Logger: quiet, SegmentBytes: 1200, IndexIntervalBytes: 150, Now: func() time.Time { return *now }}
+	o := Options{Logger: quiet, SegmentBytes: 1200, IndexIntervalBytes: 150, Now: func() time.Time { return *now }, TopicID: plTopicID}
 	o.Flush = []FlushPolicy{FlushOS, FlushEveryAppend, FlushInterval}[seed%3]
 	o.FlushInterval = 250 * time.Millisecond
 	return o
@@ -308,6 +315,7 @@ func runPowerLoss(t *testing.T, seed uint64) (points, checked int) {
 			}
 		}
 		st.model, st.durable, st.pending = model.clone(), l.DurableEnd(), slices.Clone(pending)
+		st.everDurable = steps[len(steps)-1].everDurable || st.durable > l.LogStartOffset()
 		if got := crashState(t, l); !got.equal(model) {
 			t.Fatalf("step %d %v: the log is %v, the model %v", step, st.op, got, model)
 		}
@@ -322,7 +330,8 @@ func runPowerLoss(t *testing.T, seed uint64) (points, checked int) {
 	}
 	// And a crash after the last step.
 	step = len(steps)
-	steps = append(steps, plStep{op: []string{"end"}, model: model.clone(), durable: l.DurableEnd(), pending: slices.Clone(pending)})
+	steps = append(steps, plStep{op: []string{"end"}, model: model.clone(), durable: l.DurableEnd(), pending: slices.Clone(pending),
+		everDurable: steps[len(steps)-1].everDurable || l.DurableEnd() > l.LogStartOffset()})
 	images = append(images, plImage{step: step, what: "after the last step", fsys: m.crashImage(nil)})
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
@@ -383,6 +392,7 @@ func checkPowerLoss(t *testing.T, steps []plStep, img plImage, opts Options) {
 	prev := steps[max(img.step-1, 0)]
 	where := fmt.Sprintf("crash (torn %v) during step %d %v at %q", img.torn, img.step, st.op, img.what)
 	fsys := img.fsys.crashImage(nil) // the image stays reusable
+	opts.TopicID = TopicID{}
 	l, err := openLog(fsys, plData, crashTopic, 0, opts)
 	if err != nil {
 		t.Fatalf("%s: Open after the power loss: %v", where, err)
@@ -394,6 +404,11 @@ func checkPowerLoss(t *testing.T, steps []plStep, img plImage, opts Options) {
 		}
 	}()
 	got := crashState(t, l)
+	// partition.metadata is written unsynced by the first Open, and
+	// synced before the first durable end: from then on a crash keeps it.
+	if id, ok := l.TopicID(); (ok || prev.everDurable) && id != plTopicID {
+		t.Fatalf("%s: topic id %v (present %v), want %v (a durable end was reported: %v)", where, id, ok, plTopicID, prev.everDurable)
+	}
 
 	lostDir := LostFoundDir(plData, crashTopic, 0)
 	ents, _ := fsys.ReadDir(lostDir)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -51,9 +52,14 @@ func (l *Log) recover() error {
 	if err != nil {
 		return fmt.Errorf("creating %s: %w", l.dir, err)
 	}
-	ents, err := l.fsys.ReadDir(l.dir)
-	if err != nil {
-		return fmt.Errorf("listing %s: %w", l.dir, err)
+	var ents []fs.DirEntry
+	// A directory just created is empty (nothing but the Log writes in
+	// it: the data directory is locked): not listed, one system call
+	// less of the dozen a new log's Open makes.
+	if len(parents) == 0 {
+		if ents, err = l.fsys.ReadDir(l.dir); err != nil {
+			return fmt.Errorf("listing %s: %w", l.dir, err)
+		}
 	}
 	// From here recovery probes the directory through its listing
 	// (listedFS): a file the listing lacks costs no system call.
@@ -112,6 +118,10 @@ func (l *Log) recover() error {
 	if err != nil {
 		return err
 	}
+	// Never settled, so nothing of it was ever declared durable: Open
+	// wrote its small files without an fsync, and a power loss may have
+	// torn them.
+	fresh := !haveIntent && neverSettled(bases, func(name string) bool { return lf.names[name] })
 	// An empty log is opened without a directory fsync (settle makes it
 	// durable before its first durable end): a crash can only take an
 	// empty log, which the next Open creates again. The parents of the
@@ -140,7 +150,7 @@ func (l *Log) recover() error {
 			}
 		}
 	}
-	if err := l.loadTopicID(); err != nil {
+	if err := l.loadTopicID(fresh); err != nil {
 		return err
 	}
 	if haveIntent && in.lost != "" {
@@ -232,18 +242,11 @@ func (l *Log) recover() error {
 		var s *segment
 		var err error
 		if l.unsettled {
-			// The recovery point at its start first, complete before its
-			// name (as partition.metadata): the directory is fsynced by
-			// settle only, and a crash that keeps the segment's files
-			// keeps the names given before them. Its snapshot (no
-			// transaction open) comes with settle.
-			base := max(logStart, 0)
-			rp := recoveryPoint{base: base, next: base, maxTs: batch.NoTimestamp, maxTsOffset: -1, firstTs: -1, lastEpoch: -1}
-			if err := writeFileRenamed(l.fsys, l.dir, recoveryPointName, formatRecoveryPoint(rp)); err != nil {
-				return err
-			}
-			l.lastRecoveryPoint = l.opts.Now()
-			s, err = createSegment(l.fsys, l.dir, base, l.opts.IndexIntervalBytes, l.opts.Now(), false)
+			// No recovery point yet: a log never settled is re-read as
+			// torn from its start without one (loadRecoveryPoint), as the
+			// point at its start would say; settle writes that point.
+			// Its snapshot (no transaction open) comes with settle too.
+			s, err = createSegment(l.fsys, l.dir, max(logStart, 0), l.opts.IndexIntervalBytes, l.opts.Now(), false)
 		} else {
 			s, err = l.createSegment(max(logStart, 0))
 		}
@@ -256,11 +259,12 @@ func (l *Log) recover() error {
 	// A recovery point is only trusted when no truncation was in flight:
 	// a truncation may have rewritten the bytes before it.
 	var rp *recoveryPoint
+	tornAll := false
 	if !haveIntent {
-		rp = l.readRecoveryPoint()
+		rp, tornAll = l.readRecoveryPoint(fresh)
 	}
 	var tail []batch.Header
-	if err := l.recoverActive(rp, created, func(h batch.Header) { tail = append(tail, h) }); err != nil {
+	if err := l.recoverActive(rp, tornAll, created, func(h batch.Header) { tail = append(tail, h) }); err != nil {
 		return err
 	}
 
@@ -285,8 +289,20 @@ func (l *Log) recover() error {
 	if l.unsettled {
 		have, err := l.fsys.ReadFile(filepath.Join(l.dir, recoveryPointName))
 		keep = err == nil && bytes.Equal(have, formatRecoveryPoint(point))
+		if isNotExist(err) {
+			// Written by settle, before anything of the log is durable.
+			l.startPoint, keep = &point, true
+		}
 	}
-	if !keep {
+	switch {
+	case keep:
+	case l.unsettled:
+		// Unsynced, as a new log's (above).
+		if err := writeFileUnsynced(l.fsys, l.dir, recoveryPointName, formatRecoveryPoint(point)); err != nil {
+			return err
+		}
+		l.lastRecoveryPoint = l.opts.Now()
+	default:
 		if err := l.writeRecoveryPoint(point); err != nil {
 			return err
 		}
@@ -334,7 +350,17 @@ func (l *Log) readIntent() (intent, bool, error) {
 	return in, true, nil
 }
 
-func (l *Log) loadTopicID() error {
+// loadTopicID reads partition.metadata, then records Options.TopicID if
+// the file has none. Of a log never settled (fresh) the file was written
+// without an fsync (setTopicIDLocked), so a power loss may have torn it:
+// an unreadable one is then removed and written again from the option
+// (nothing of the log was declared durable, so no durable byte is
+// without its topic id); a log settled holds it whole (settle syncs it
+// first), and an unreadable one fails Open. A fresh log this Open settles
+// (it holds batches: recover declares them durable) has its file synced
+// now, as settle would: a process that died before its first fsync left
+// it in the page cache only.
+func (l *Log) loadTopicID(fresh bool) error {
 	path := filepath.Join(l.dir, PartitionMetadataFile)
 	data, err := l.fsys.ReadFile(path)
 	switch {
@@ -343,10 +369,22 @@ func (l *Log) loadTopicID() error {
 		return fmt.Errorf("reading %s: %w", path, err)
 	default:
 		id, err := ParsePartitionMetadata(data)
-		if err != nil {
+		switch {
+		case err != nil && fresh:
+			l.lg.Warn("removing the torn partition.metadata of a log never made durable", "err", err)
+			if err := l.fsys.Remove(path); err != nil && !isNotExist(err) {
+				return fmt.Errorf("removing %s: %w", path, err)
+			}
+		case err != nil:
 			return fmt.Errorf("%s: %w", path, err)
+		default:
+			l.topicID = id
+			if fresh && !l.unsettled {
+				if err := syncByName(l.fsys, path); err != nil {
+					return fmt.Errorf("%s: %w", l.tp(), err)
+				}
+			}
 		}
-		l.topicID = id
 	}
 	return l.setTopicIDLocked(l.opts.TopicID)
 }
@@ -374,17 +412,14 @@ func (l *Log) loadSealed(s *segment) error {
 	return s.sync()
 }
 
-func (l *Log) readRecoveryPoint() *recoveryPoint {
+// readRecoveryPoint is loadRecoveryPoint of the file.
+func (l *Log) readRecoveryPoint(fresh bool) (rp *recoveryPoint, torn bool) {
 	data, err := l.fsys.ReadFile(filepath.Join(l.dir, recoveryPointName))
-	if err != nil {
-		return nil
+	rp, torn, warn := loadRecoveryPoint(data, err, fresh)
+	if warn != nil {
+		l.lg.Warn("ignoring unreadable recovery point", "err", warn, "tornFromStart", torn)
 	}
-	rp, err := parseRecoveryPoint(data)
-	if err != nil {
-		l.lg.Warn("ignoring unreadable recovery point", "err", err)
-		return nil
-	}
-	return &rp
+	return rp, torn
 }
 
 // writeRecoveryPoint records that the active segment is durable up to its
@@ -399,18 +434,23 @@ func (l *Log) writeRecoveryPoint(rp recoveryPoint) error {
 
 // recoverActive validates the active segment, from its recovery point
 // when there is a usable one (the bytes before it were fsynced), and cuts
-// a torn tail.
+// a torn tail. tornAll says no byte of it is known durable, with no
+// usable point (loadRecoveryPoint): a bad batch is a torn tail wherever
+// it lies.
 //
 // created says the active segment was created empty by this Open (a new
 // log, or one a full truncation emptied), its creation made durable by
 // createSegment's directory fsync.
-func (l *Log) recoverActive(rp *recoveryPoint, created bool, onBatch func(batch.Header)) error {
+func (l *Log) recoverActive(rp *recoveryPoint, tornAll, created bool, onBatch func(batch.Header)) error {
 	s := l.active()
 	size, err := s.fileSize()
 	if err != nil {
 		return err
 	}
 	torn := tornFrom(rp, s.base, size)
+	if tornAll {
+		torn = 0
+	}
 	var valid int64
 	resumed := rp != nil && s.resume(*rp, size)
 	if resumed {
@@ -433,7 +473,14 @@ func (l *Log) recoverActive(rp *recoveryPoint, created bool, onBatch func(batch.
 		}
 	}
 	s.sealed = false
-	if !resumed && !(created && size == 0) {
+	switch {
+	case resumed || created && size == 0:
+	case l.unsettled && size == 0 && l.emptyIndexes(s):
+		// Nothing to cut: rewriting would cost the first flush of a
+		// reopened empty log two fsyncs, now that a new log has no
+		// recovery point to resume from.
+		s.idx, s.tidx = indexFile{}, indexFile{}
+	default:
 		s.rewriteIndexes()
 	}
 	// Resumed, the entries up to the recovery point are in the files
@@ -449,6 +496,17 @@ func (l *Log) recoverActive(rp *recoveryPoint, created bool, onBatch func(batch.
 	// Durable now; the recovery point is written by recover once the
 	// checkpoint holds these batches' epochs (a point promises that).
 	return s.sync()
+}
+
+// emptyIndexes says s's .index and .timeindex are missing or empty.
+func (l *Log) emptyIndexes(s *segment) bool {
+	for _, suf := range []string{indexSuffix, timeIndexSuffix} {
+		fi, err := l.fsys.Stat(s.path(suf))
+		if err == nil && fi.Size() > 0 || err != nil && !isNotExist(err) {
+			return false
+		}
+	}
+	return true
 }
 
 // tornFrom is the position in the active segment (base, size bytes) from

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
 )
@@ -50,4 +51,48 @@ func parseRecoveryPoint(data []byte) (recoveryPoint, error) {
 		return rp, fmt.Errorf("recovery point %q: out of range", data)
 	}
 	return rp, nil
+}
+
+// unsyncedPoint says data can only be what an unsynced write of a
+// recovery point left after a power loss: empty, cut before its final
+// newline, or holding zero-filled sectors. Every point is written fsynced
+// under a tmp name before it is renamed over the last one (so it is whole
+// or not there) except the first of a new log, which its first fsync
+// writes without one (Log.settle): a torn point is that one, which named
+// the active segment's start, or an earlier segment's.
+func unsyncedPoint(data []byte) bool {
+	return len(data) == 0 || data[len(data)-1] != '\n' || bytes.IndexByte(data, 0) >= 0
+}
+
+// loadRecoveryPoint reads kfollower-recovery-point as read (data, or the
+// error reading it): the point when it is usable, else nil and whether the
+// active segment is to be re-read as torn from its start (torn), as the
+// first point of a new log says. That holds when the point is torn
+// (unsyncedPoint), and, for a log that was never settled (fresh: nothing
+// of it was ever declared durable, so no byte of it is known durable),
+// when it is missing or unreadable too. Otherwise a missing or garbled
+// point is ignored (warn says why), and the bytes before a bad batch are
+// judged without one (validBatchFollows).
+func loadRecoveryPoint(data []byte, readErr error, fresh bool) (rp *recoveryPoint, torn bool, warn error) {
+	if readErr != nil {
+		return nil, fresh, nil
+	}
+	if unsyncedPoint(data) {
+		// Not parsed: a prefix could pass for another point.
+		return nil, true, fmt.Errorf("recovery point %q: torn (empty, no final newline, or zeroed bytes)", data)
+	}
+	p, err := parseRecoveryPoint(data)
+	if err != nil {
+		return nil, fresh, err
+	}
+	return &p, false, nil
+}
+
+// neverSettled says a log whose segments have the base offsets bases
+// (sorted) was never settled (Log.settle): it holds at most one segment
+// and that one has no .kfollower-txns, which settle writes first, fsynced,
+// and every segment created since (a roll, a truncation) has. has says
+// whether the partition directory lists a name.
+func neverSettled(bases []int64, has func(name string) bool) bool {
+	return len(bases) == 0 || len(bases) == 1 && !has(segmentName(bases[0], txnStateSuffix))
 }
