@@ -27,8 +27,9 @@ import (
 // replica and with a consumer, on one cluster: three brokers lead an
 // 8-partition topic of ~1 GiB of 1 KiB JSON-like records (RF 1, leaders
 // spread over brokers 1-3), and a fourth broker holds nothing of it. For an
-// uncompressed and an lz4 topic, 3 rounds, the contenders interleaved (each
-// round starts one later in the list, so none is always first):
+// uncompressed and an lz4 topic, 3 rounds (KFOLLOWER_REPLICA_ROUNDS), the
+// contenders interleaved (each round starts one later in the list, so none
+// is always first):
 //
 //	consumer  a franz-go consumer with kfollower's own fetch limits (8 MiB a
 //	          partition, 64 MiB a response), records dropped
@@ -39,6 +40,10 @@ import (
 //	          log end at the topic's end (written, not yet all durable:
 //	          under interval a copy shorter than --flush-interval may end
 //	          before its first fsync)
+//	os-client `--flush os --fetch-connection client`: every Fetch through
+//	          franz-go's connections, where the others fetch on
+//	          kfollower's own (the default), so os/os-client is the own
+//	          connections' effect within one run
 //	replica   a reassignment adding broker 4 as a replica of every
 //	          partition, timed from the AlterPartitionAssignments call until
 //	          the controller ends it, which it does once broker 4 is in
@@ -52,9 +57,9 @@ import (
 // lz4, compressed) per second. On the lz4 topic the consumer decompresses
 // every batch (franz-go does) while kfollower and the broker copy them
 // as they are, so there the consumer is no ceiling. Reported per topic: each contender's median
-// MB/s, the medians of the per-round ratios interval/replica (goal ≥ 1.5)
-// and os/consumer (goal ≥ 0.9), every spread (min–max over the rounds) in
-// the log, and the load average before and after every run.
+// MB/s, the medians of the per-round ratios interval/replica (goal ≥ 1.5),
+// os/consumer (goal ≥ 0.9) and os/os-client, every spread (min–max over the
+// rounds) in the log, and the load average before and after every run.
 //
 //	bench/run.sh Replica
 func BenchmarkReplica(b *testing.B) {
@@ -99,8 +104,8 @@ func BenchmarkReplica(b *testing.B) {
 		// run copies t and returns the time, and what to log beside it.
 		run func(t *topicRun) (time.Duration, string)
 	}
-	binary := func(t *topicRun, flush string) (time.Duration, string) {
-		r := runBinary(ctx, b, bin, c, t.name, t.ends, flush)
+	binary := func(t *topicRun, flush string, extra ...string) (time.Duration, string) {
+		r := runBinary(ctx, b, bin, c, t.name, t.ends, flush, extra...)
 		return r.total, fmt.Sprintf("; first record copied after %v", r.firstData.Round(time.Millisecond))
 	}
 	contenders := []contender{
@@ -109,10 +114,18 @@ func BenchmarkReplica(b *testing.B) {
 		}},
 		{"interval", func(t *topicRun) (time.Duration, string) { return binary(t, "interval") }},
 		{"os", func(t *topicRun) (time.Duration, string) { return binary(t, "os") }},
+		{"os-client", func(t *topicRun) (time.Duration, string) { return binary(t, "os", "--fetch-connection", "client") }},
 		{"always", func(t *topicRun) (time.Duration, string) { return binary(t, "always") }},
 		{"replica", func(t *topicRun) (time.Duration, string) { return replicaCopy(ctx, b, c, t.name, assign, extra), "" }},
 	}
-	const rounds = 3
+	rounds := 3
+	if s := os.Getenv("KFOLLOWER_REPLICA_ROUNDS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			b.Fatalf("KFOLLOWER_REPLICA_ROUNDS=%q: want a number of rounds, at least 1", s)
+		}
+		rounds = n
+	}
 	load0 := loadAverage()
 	rates := map[string][]float64{} // topic/contender → MB/s, one a round
 	for round := range rounds {
@@ -123,7 +136,7 @@ func BenchmarkReplica(b *testing.B) {
 				d, note := k.run(t)
 				rate := t.mib / d.Seconds()
 				rates[t.short+"/"+k.name] = append(rates[t.short+"/"+k.name], rate)
-				b.Logf("round %d, %s, %-8s %8v %6.0f MB/s; load before %s, after %s%s",
+				b.Logf("round %d, %s, %-9s %8v %6.0f MB/s; load before %s, after %s%s",
 					round, t.short, k.name, d.Round(time.Millisecond), rate, before, loadAverage(), note)
 			}
 		}
@@ -132,10 +145,11 @@ func BenchmarkReplica(b *testing.B) {
 		for _, k := range contenders {
 			r := rates[t.short+"/"+k.name]
 			b.ReportMetric(median(r), t.short+"-"+k.name+"-MB/s")
-			b.Logf("%s %-8s median %6.0f MB/s, min %6.0f, max %6.0f", t.short, k.name, median(r), slices.Min(r), slices.Max(r))
+			b.Logf("%s %-9s median %6.0f MB/s, min %6.0f, max %6.0f", t.short, k.name, median(r), slices.Min(r), slices.Max(r))
 		}
 		for _, q := range []struct{ num, den, goal string }{
 			{"interval", "replica", "goal ≥ 1.5"}, {"os", "consumer", "goal ≥ 0.9"},
+			{"os", "os-client", "(the own Fetch connections' effect)"},
 			{"os", "replica", ""}, {"always", "replica", ""}, {"consumer", "replica", ""},
 		} {
 			num, den := rates[t.short+"/"+q.num], rates[t.short+"/"+q.den]
@@ -225,11 +239,12 @@ type binaryRun struct {
 	total time.Duration
 }
 
-// runBinary runs `kfollower run --flush flush` following topic into an
-// empty data dir and returns the time from the process's start until its
-// /status shows every partition's log end at its end offset in ends. The
-// process is stopped (SIGTERM) and its data dir removed before it returns.
-func runBinary(ctx context.Context, b *testing.B, bin string, c *kafka.Cluster, topic string, ends map[int32]int64, flush string) binaryRun {
+// runBinary runs `kfollower run --flush flush` and the extra flags,
+// following topic into an empty data dir, and returns the time from the
+// process's start until its /status shows every partition's log end at its
+// end offset in ends. The process is stopped (SIGTERM) and its data dir
+// removed before it returns.
+func runBinary(ctx context.Context, b *testing.B, bin string, c *kafka.Cluster, topic string, ends map[int32]int64, flush string, extra ...string) binaryRun {
 	b.Helper()
 	dir, err := os.MkdirTemp("", "kfollower-bench-")
 	if err != nil {
@@ -242,14 +257,16 @@ func runBinary(ctx context.Context, b *testing.B, bin string, c *kafka.Cluster, 
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	cmd := exec.Command(bin, "run", "--bootstrap-servers", strings.Join(c.Bootstrap(), ","), "--topics", topic,
-		"--data-dir", filepath.Join(dir, "data"), "--http-listen", addr, "--flush", flush)
+	args := append([]string{"run", "--bootstrap-servers", strings.Join(c.Bootstrap(), ","), "--topics", topic,
+		"--data-dir", filepath.Join(dir, "data"), "--http-listen", addr, "--flush", flush}, extra...)
+	cmd := exec.Command(bin, args...)
 	// Configured by these flags alone, not by the benchmark's environment.
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "KFOLLOWER_") {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
+	what := strings.Join(append([]string{"--flush", flush}, extra...), " ")
 	var out lockedBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -290,11 +307,11 @@ func runBinary(ctx context.Context, b *testing.B, bin string, c *kafka.Cluster, 
 		}
 		select {
 		case <-exited:
-			b.Fatalf("kfollower --flush %s exited before catching up (last: %s):\n%s", flush, last, out.String())
+			b.Fatalf("kfollower %s exited before catching up (last: %s):\n%s", what, last, out.String())
 		case <-time.After(10 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			b.Fatalf("kfollower --flush %s did not catch up with %s in 10 minutes (last: %s):\n%s", flush, topic, last, out.String())
+			b.Fatalf("kfollower %s did not catch up with %s in 10 minutes (last: %s):\n%s", what, topic, last, out.String())
 		}
 	}
 }

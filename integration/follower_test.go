@@ -20,6 +20,7 @@ import (
 	"github.com/kfollower/kfollower/wire"
 	"github.com/kfollower/kfollower/wire/batch"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // shadow is a kfollower Manager running in the test process, and its
@@ -37,6 +38,18 @@ type shadow struct {
 	cancel                         context.CancelFunc
 	done                           chan error
 	stopped                        bool
+	// direct: the Manager fetches on its own connections, as the binary
+	// does (fetcher.Config.DirectFetch); directFetches and clientFetches
+	// count the Fetch answers by the connection that carried them.
+	direct                       bool
+	directFetches, clientFetches atomic.Int64
+}
+
+// testDirectFetch is the fetcher's own Fetch connections as `kfollower
+// run` configures them against a plaintext cluster (cmd/kfollower
+// directFetch), so the tests exercise the path the binary takes.
+func testDirectFetch() *fetcher.DirectFetch {
+	return &fetcher.DirectFetch{ClientID: "kfollower-test"}
 }
 
 // follow starts following the named topics into dir (a new temp dir if "").
@@ -46,10 +59,11 @@ func follow(t *testing.T, c *kafka.Cluster, dir string, topics ...string) *shado
 		dir = t.TempDir()
 	}
 	cl := c.Client(kgo.MetadataMinAge(100 * time.Millisecond))
-	s := &shadow{t: t, dir: dir, done: make(chan error, 1)}
+	s := &shadow{t: t, dir: dir, done: make(chan error, 1), direct: true}
 	m, err := fetcher.New(fetcher.Config{
 		Client:           cl,
 		DataDir:          dir,
+		DirectFetch:      testDirectFetch(),
 		Follow:           func(topic string) bool { return slices.Contains(topics, topic) },
 		MetadataInterval: time.Second,
 		Backoff:          follower.BackoffPolicy{Base: 50 * time.Millisecond, Max: time.Second},
@@ -74,6 +88,25 @@ func (s *shadow) stop() {
 	s.cancel()
 	if err := <-s.done; err != nil {
 		s.t.Errorf("fetcher: %v", err)
+	}
+	// A direct connection failing is logged and falls back to the
+	// client's; every Fetch falling back means the direct path was never
+	// tested, which should not pass unseen.
+	if d, c := s.directFetches.Load(), s.clientFetches.Load(); s.direct && c > 0 && d == 0 {
+		s.t.Errorf("all %d Fetches went through the franz-go client, none on the fetcher's own connections", c)
+	}
+}
+
+// RequestDone is fetcher.Observer's: the shadow counts the answered
+// Fetches by connection.
+func (s *shadow) RequestDone(r fetcher.RequestStats) {
+	if r.Key != kmsg.Fetch || r.Err != nil {
+		return
+	}
+	if r.Direct {
+		s.directFetches.Add(1)
+	} else {
+		s.clientFetches.Add(1)
 	}
 }
 

@@ -70,6 +70,8 @@ type Metrics struct {
 	requestDuration *prometheus.HistogramVec
 	fetchedBytes    *prometheus.CounterVec
 	fetchedRecords  *prometheus.CounterVec
+	fetchConnReqs   *prometheus.CounterVec
+	fetchConnBytes  *prometheus.CounterVec
 	appendedBytes   *prometheus.CounterVec
 	appendedRecords *prometheus.CounterVec
 	epochResults    *prometheus.CounterVec
@@ -109,8 +111,15 @@ func New(reg prometheus.Registerer, opts Options) *Metrics {
 		requestDuration: f.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "request_duration_seconds",
 			Help:    "Time from sending a request to a leader broker to its response; a fetch includes the broker's long poll.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}}, []string{"node_id", "api"}),
-		fetchedBytes:    counter("fetched_bytes_total", "Record batch bytes received in Fetch responses.", "node_id"),
-		fetchedRecords:  counter("fetched_records_total", "Records received in Fetch responses, counted from batch headers.", "node_id"),
+		fetchedBytes:   counter("fetched_bytes_total", "Record batch bytes received in Fetch responses.", "node_id"),
+		fetchedRecords: counter("fetched_records_total", "Records received in Fetch responses, counted from batch headers.", "node_id"),
+		// kfollower's own Fetch connections (fetcher.Config.DirectFetch)
+		// bypass kgo, so kprom's kfollower_kgo_read_bytes_total no longer
+		// sees the bulk of what is read; these two put it back.
+		fetchConnReqs: counter("fetch_connection_requests_total",
+			"Fetch requests by the connection that carried them: direct (kfollower's own, whose bytes kprom does not see) or client (franz-go's).", "node_id", "connection"),
+		fetchConnBytes: counter("fetch_connection_read_bytes_total",
+			"Bytes of Fetch responses read on kfollower's own Fetch connections (franz-go's are in kfollower_kgo_read_bytes_total).", "node_id"),
 		appendedBytes:   counter("appended_bytes_total", "Record batch bytes appended to local logs.", "node_id"),
 		appendedRecords: counter("appended_records_total", "Records appended to local logs.", "node_id"),
 		epochResults: counter("offsets_for_leader_epoch_requests_total",
@@ -174,6 +183,19 @@ func (m *Metrics) fetched(brokerID int32, bytes, records int64) {
 	b := broker(brokerID)
 	m.fetchedBytes.WithLabelValues(b).Add(float64(bytes))
 	m.fetchedRecords.WithLabelValues(b).Add(float64(records))
+}
+
+// fetchConnection counts a Fetch by the connection that carried it, and
+// the response bytes read on a direct one (on a transport error, what was
+// read before it).
+func (m *Metrics) fetchConnection(brokerID int32, direct bool, responseBytes int64) {
+	b := broker(brokerID)
+	conn := "client"
+	if direct {
+		conn = "direct"
+		m.fetchConnBytes.WithLabelValues(b).Add(float64(responseBytes))
+	}
+	m.fetchConnReqs.WithLabelValues(b, conn).Inc()
 }
 
 // appended counts what was appended to local logs.

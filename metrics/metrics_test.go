@@ -136,9 +136,12 @@ func TestFetcherObserver(t *testing.T) {
 	o := NewFetcherObserver(m)
 	tp := wire.TopicPartition{Topic: "t", Partition: 0}
 	o.RequestDone(fetcher.RequestStats{Broker: 2, Key: kmsg.Fetch, Partitions: 3, Latency: 20 * time.Millisecond,
-		FetchedBytes: 900, FetchedRecords: 30, Results: map[string]int{"FENCED_LEADER_EPOCH": 2}})
+		FetchedBytes: 900, FetchedRecords: 30, Results: map[string]int{"FENCED_LEADER_EPOCH": 2},
+		Direct: true, ResponseBytes: 1200}) // on kfollower's own connection: its bytes are counted here, not by kprom
 	o.RequestDone(fetcher.RequestStats{Broker: 2, Key: kmsg.Fetch, Partitions: 3, Err: errors.New("connection refused"),
 		FetchedBytes: 1, FetchedRecords: 1}) // no response: nothing fetched is counted
+	o.RequestDone(fetcher.RequestStats{Broker: 1, Key: kmsg.Fetch, Partitions: 1, Latency: time.Millisecond,
+		FetchedBytes: 50, FetchedRecords: 2, ResponseBytes: 77}) // through franz-go (whose hooks count its bytes): the request only
 	o.RequestDone(fetcher.RequestStats{Broker: 1, Key: kmsg.OffsetForLeaderEpoch, Partitions: 3, Latency: time.Millisecond,
 		Results: map[string]int{"ok": 2, "undefined": 1}})
 	o.RequestDone(fetcher.RequestStats{Broker: 1, Key: kmsg.OffsetForLeaderEpoch, Partitions: 4, Err: errors.New("timeout")})
@@ -173,14 +176,24 @@ kfollower_conformance_violations_total{check="epoch_answer_contradicts_log"} 0
 kfollower_conformance_violations_total{check="high_watermark_backwards"} 1
 kfollower_conformance_violations_total{check="metadata_epoch_backwards"} 0
 kfollower_conformance_violations_total{check="undefined_epoch_answer"} 0
+# HELP kfollower_fetch_connection_read_bytes_total Bytes of Fetch responses read on kfollower's own Fetch connections (franz-go's are in kfollower_kgo_read_bytes_total).
+# TYPE kfollower_fetch_connection_read_bytes_total counter
+kfollower_fetch_connection_read_bytes_total{node_id="2"} 1200
+# HELP kfollower_fetch_connection_requests_total Fetch requests by the connection that carried them: direct (kfollower's own, whose bytes kprom does not see) or client (franz-go's).
+# TYPE kfollower_fetch_connection_requests_total counter
+kfollower_fetch_connection_requests_total{connection="client",node_id="1"} 1
+kfollower_fetch_connection_requests_total{connection="client",node_id="2"} 1
+kfollower_fetch_connection_requests_total{connection="direct",node_id="2"} 1
 # HELP kfollower_fetch_partition_errors_total Partitions of Fetch responses that carried a Kafka error (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, OFFSET_OUT_OF_RANGE, ...), by error name.
 # TYPE kfollower_fetch_partition_errors_total counter
 kfollower_fetch_partition_errors_total{error="FENCED_LEADER_EPOCH"} 2
 # HELP kfollower_fetched_bytes_total Record batch bytes received in Fetch responses.
 # TYPE kfollower_fetched_bytes_total counter
+kfollower_fetched_bytes_total{node_id="1"} 50
 kfollower_fetched_bytes_total{node_id="2"} 900
 # HELP kfollower_fetched_records_total Records received in Fetch responses, counted from batch headers.
 # TYPE kfollower_fetched_records_total counter
+kfollower_fetched_records_total{node_id="1"} 2
 kfollower_fetched_records_total{node_id="2"} 30
 # HELP kfollower_flush_errors_total Failed periodic flushes and local retention runs.
 # TYPE kfollower_flush_errors_total counter
@@ -208,6 +221,7 @@ kfollower_request_errors_total{api="fetch",node_id="2"} 1
 kfollower_request_errors_total{api="offsets_for_leader_epoch",node_id="1"} 1
 # HELP kfollower_requests_total Requests sent to leader brokers (api: fetch, offsets_for_leader_epoch, list_offsets).
 # TYPE kfollower_requests_total counter
+kfollower_requests_total{api="fetch",node_id="1"} 1
 kfollower_requests_total{api="fetch",node_id="2"} 2
 kfollower_requests_total{api="list_offsets",node_id="1"} 1
 kfollower_requests_total{api="offsets_for_leader_epoch",node_id="1"} 2
@@ -229,7 +243,8 @@ kfollower_truncations_total{cause="offsets-for-leader-epoch",topic="t"} 1
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
 		"kfollower_appended_bytes_total", "kfollower_appended_records_total", "kfollower_committed_records_lost_total",
-		"kfollower_conformance_violations_total", "kfollower_fetch_partition_errors_total", "kfollower_fetched_bytes_total",
+		"kfollower_conformance_violations_total", "kfollower_fetch_connection_read_bytes_total",
+		"kfollower_fetch_connection_requests_total", "kfollower_fetch_partition_errors_total", "kfollower_fetched_bytes_total",
 		"kfollower_fetched_records_total", "kfollower_flush_errors_total", "kfollower_leader_changes_total",
 		"kfollower_leader_epoch_regressions_total", "kfollower_local_retention_deleted_bytes_total",
 		"kfollower_local_retention_deleted_segments_total", "kfollower_offsets_for_leader_epoch_requests_total",
@@ -244,7 +259,7 @@ kfollower_truncations_total{cause="offsets-for-leader-epoch",topic="t"} 1
 		sum   float64
 	}{
 		{"kfollower_reconciliation_roundtrips", 1, 2},
-		{"kfollower_request_duration_seconds", 3, 0.022}, // answered requests only
+		{"kfollower_request_duration_seconds", 4, 0.023}, // answered requests only
 		{"kfollower_flush_duration_seconds", 1, 0.001},
 	} {
 		if c, s := histogram(t, reg, h.name); c != h.count || math.Abs(s-h.sum) > 1e-9 {
@@ -279,7 +294,7 @@ func TestLint(t *testing.T) {
 	src.set(p0)
 	o := NewFetcherObserver(m)
 	tp := wire.TopicPartition{Topic: "t", Partition: 0}
-	o.RequestDone(fetcher.RequestStats{Broker: 1, Key: kmsg.Fetch, Latency: time.Millisecond, FetchedBytes: 100, FetchedRecords: 3})
+	o.RequestDone(fetcher.RequestStats{Broker: 1, Key: kmsg.Fetch, Latency: time.Millisecond, FetchedBytes: 100, FetchedRecords: 3, Direct: true, ResponseBytes: 160})
 	o.RequestDone(fetcher.RequestStats{Broker: 1, Key: kmsg.OffsetForLeaderEpoch, Latency: time.Millisecond, Results: map[string]int{"ok": 1}})
 	o.Appended(1, tp, 100, 3)
 	o.Event(&follower.TruncationEvent{Topic: "t", Cause: follower.CauseDivergingEpoch, Records: 1, Bytes: 1})

@@ -42,6 +42,8 @@ func TestBadInput(t *testing.T) {
 		{"typo'd flag", nil, []string{"run", "--bootstrap-servers", "x:1", "--topics", "a", "--metadata-intervall", "1s"}, 2, "unknown flag --metadata-intervall; did you mean --metadata-interval?"},
 		{"HTTP listen without colon", nil, []string{"run", "--bootstrap-servers", "x:1", "--topics", "a", "--http-listen", "9644"}, 2, `--http-listen "9644": want host:port or :port (e.g. :9644)`},
 		{"bad flag value", nil, []string{"run", "--flush", "sometimes"}, 2, `invalid value "sometimes" for flag --flush: must be one of always, interval, os`},
+		{"bad fetch connection", nil, []string{"run", "--fetch-connection", "kgo"}, 2, `invalid value "kgo" for flag --fetch-connection: must be one of direct, client`},
+		{"direct fetch under SASL", nil, []string{"run", "--bootstrap-servers", "x:1", "--topics", "a", "--sasl-mechanism", "PLAIN", "--sasl-username", "u", "--fetch-connection", "direct"}, 2, "--fetch-connection direct cannot be used with --sasl-mechanism PLAIN: kfollower's own Fetch connections speak no SASL"},
 		{"bad duration", nil, []string{"run", "--flush-interval", "soon"}, 2, `invalid value "soon" for flag --flush-interval`},
 		{"bad size", nil, []string{"run", "--retention-bytes", "lots"}, 2, `invalid value "lots" for flag --retention-bytes`},
 		{"bad env value", []string{"KFOLLOWER_METADATA_INTERVAL=often"}, []string{"run", "--bootstrap-servers", "x:1", "--topics", "a"}, 2, `invalid value "often" for KFOLLOWER_METADATA_INTERVAL`},

@@ -44,10 +44,18 @@ func clientOpts(cfg *config) ([]kgo.Opt, error) {
 // directFetch configures the fetcher's own Fetch connections
 // (fetcher.Config.DirectFetch) to connect as clientOpts' client does: the
 // same client id, dial timeout (net.Dialer's 10 s, FetchConn's default)
-// and TLS. Nil under SASL, which those connections do not speak: the
-// Fetches then go through the client's connections.
-func directFetch(cfg *config) (*fetcher.DirectFetch, error) {
-	if cfg.SASLMechanism != "none" {
+// and TLS. Nil under --fetch-connection client, and under SASL, which
+// those connections do not speak (an explicit direct is refused by
+// config.check): the Fetches then go through the client's connections,
+// which is logged once.
+func directFetch(cfg *config, logger *slog.Logger) (*fetcher.DirectFetch, error) {
+	switch {
+	case cfg.FetchConnection == "client":
+		logger.Info("Fetches go through the franz-go client's connections", "fetch_connection", "client")
+		return nil, nil
+	case cfg.SASLMechanism != "none":
+		logger.Info("Fetches go through the franz-go client's connections: kfollower's own speak no SASL",
+			"fetch_connection", "client", "sasl_mechanism", cfg.SASLMechanism)
 		return nil, nil
 	}
 	df := &fetcher.DirectFetch{ClientID: "kfollower"}

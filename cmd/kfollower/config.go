@@ -40,6 +40,13 @@ type config struct {
 	SASLPassword     string
 	SASLPasswordFile string
 
+	// FetchConnection is direct (the fetcher's own Fetch connections,
+	// fetcher.Config.DirectFetch) or client (every Fetch through
+	// franz-go); fetchConnectionSet: given by flag, environment or file,
+	// not the default, which under SASL quietly means client.
+	FetchConnection    string
+	fetchConnectionSet bool
+
 	Flush          string
 	FlushInterval  time.Duration
 	RetentionBytes int64
@@ -96,6 +103,22 @@ func (e enumFlag) Set(s string) error {
 	return fmt.Errorf("must be one of %s", strings.Join(e.allowed, ", "))
 }
 
+// setFlag is a flag that records whether it was given (by flag,
+// environment or file), for a default that means something else than the
+// same value given explicitly.
+type setFlag struct {
+	flag.Value
+	set *bool
+}
+
+func (f setFlag) Set(s string) error {
+	if err := f.Value.Set(s); err != nil {
+		return err
+	}
+	*f.set = true
+	return nil
+}
+
 // sizeFlag is a byte count with an optional unit: 1048576, 512KiB, 10GiB, 1GB.
 type sizeFlag struct{ p *int64 }
 
@@ -144,6 +167,7 @@ func defaultConfig() *config {
 		// jmx_exporter 7071, and the common 8080/9090/9100.
 		HTTP:             ":7644",
 		SASLMechanism:    "none",
+		FetchConnection:  "direct",
 		Flush:            "interval",
 		FlushInterval:    time.Second,
 		RetentionBytes:   -1,
@@ -182,6 +206,7 @@ func (c *config) flags(out io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.SASLUser, "sasl-username", c.SASLUser, "SASL `user`")
 	fs.StringVar(&c.SASLPassword, "sasl-password", c.SASLPassword, "SASL `password`; prefer KFOLLOWER_SASL_PASSWORD or --sasl-password-file, which do not show in ps")
 	fs.StringVar(&c.SASLPasswordFile, "sasl-password-file", c.SASLPasswordFile, "`file` holding the SASL password (a trailing newline is ignored)")
+	fs.Var(setFlag{enumFlag{&c.FetchConnection, []string{"direct", "client"}}, &c.fetchConnectionSet}, "fetch-connection", "`connection` the Fetches go on: direct (kfollower's own to each leader, reading each response into a reused buffer; under --sasl-mechanism the default falls back to client) or client (the franz-go client's, as every other request: for a network path only the client is set up for)")
 	fs.Var(enumFlag{&c.Flush, []string{"always", "interval", "os"}}, "flush", "`policy` for fsyncing appended data: always (every append), interval (every --flush-interval), os (left to the OS, as Kafka's default; a follower can refetch what a power loss takes)")
 	fs.DurationVar(&c.FlushInterval, "flush-interval", c.FlushInterval, "fsync `interval` under --flush=interval")
 	fs.Var(sizeFlag{&c.RetentionBytes}, "retention-bytes", "local retention per partition: delete the oldest segments past this `size` (e.g. 10GiB; -1: keep everything)")
@@ -360,6 +385,11 @@ func (c *config) check() error {
 		return usageError{errors.New("give the SASL password once: --sasl-password (or KFOLLOWER_SASL_PASSWORD) or --sasl-password-file")}
 	case c.SASLMechanism != "none" && c.SASLUser == "":
 		return usageError{fmt.Errorf("--sasl-mechanism %s needs --sasl-username", c.SASLMechanism)}
+	case c.SASLMechanism != "none" && c.FetchConnection == "direct" && c.fetchConnectionSet:
+		// The default falls back to the client quietly (directFetch); an
+		// explicit direct cannot be honoured, which the operator should
+		// hear at start rather than find in the metrics.
+		return usageError{fmt.Errorf("--fetch-connection direct cannot be used with --sasl-mechanism %s: kfollower's own Fetch connections speak no SASL; use --fetch-connection client, or leave it unset to fetch through the client", c.SASLMechanism)}
 	case (c.TLSCert == "") != (c.TLSKey == ""):
 		return usageError{errors.New("--tls-cert and --tls-key go together")}
 	}

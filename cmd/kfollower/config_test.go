@@ -17,6 +17,7 @@ func TestConfigPrecedence(t *testing.T) {
 topics: [from-file, "logs-.*"]
 data-dir: /from/file
 flush: os
+fetch-connection: client
 flush-interval: 3s
 retention-bytes: 10GiB
 log-format: json
@@ -37,8 +38,8 @@ log-format: json
 	if !slices.Equal(cfg.Bootstrap, []string{"file-1:9092", "file-2:9092"}) || !slices.Equal(cfg.Topics, []string{"from-file", "logs-.*"}) {
 		t.Errorf("from the file: bootstrap %q topics %q", cfg.Bootstrap, cfg.Topics)
 	}
-	if cfg.Flush != "os" || cfg.RetentionBytes != 10<<30 {
-		t.Errorf("from the file: flush %q retention %d", cfg.Flush, cfg.RetentionBytes)
+	if cfg.Flush != "os" || cfg.RetentionBytes != 10<<30 || cfg.FetchConnection != "client" {
+		t.Errorf("from the file: flush %q retention %d fetch connection %q", cfg.Flush, cfg.RetentionBytes, cfg.FetchConnection)
 	}
 	if cfg.DataDir != "/from/env" {
 		t.Errorf("env over file: data dir %q", cfg.DataDir)

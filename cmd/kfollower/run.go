@@ -246,7 +246,7 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) (runErr error) {
 
 	storageOpts := storageOptions(cfg)
 	storageOpts.OnSync = m.Fsync
-	df, err := directFetch(cfg)
+	df, err := directFetch(cfg, logger)
 	if err != nil {
 		return err
 	}
