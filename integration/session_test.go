@@ -61,6 +61,10 @@ func TestFetchSessions(t *testing.T) {
 		MetadataInterval: time.Second,
 		Backoff:          follower.BackoffPolicy{Base: 50 * time.Millisecond, Max: time.Second},
 		Observers:        []fetcher.Observer{s, counter},
+		// The binary's sessions are on its own Fetch connections: a
+		// session is the broker's (FetchSessionCache, by id), whatever
+		// connection carries its requests.
+		DirectFetch: testDirectFetch(),
 	})
 	if err != nil {
 		t.Fatal(err)
