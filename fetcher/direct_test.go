@@ -34,11 +34,16 @@ import (
 // release, and overwrites each one as it is released: a record appended
 // from a released buffer would be that pattern, which fails the batch's
 // CRC (storage.Log.Append) and is logged as a fetched batch that failed
-// validation.
+// validation. It also keeps the most buffers out at once: a worker holds
+// at most two (the response whose records it is appending, the one that
+// has just come in), so a worker that kept its buffers until it exits
+// (memory growing for its whole life, nothing reused) shows there, where
+// the counts at the end still balance.
 type poisonPool struct {
 	taken, released atomic.Int64
 	mu              sync.Mutex
 	out             map[*wire.FetchBuffer]bool
+	peak            int // most buffers out at once
 	double          int // released twice, or never taken
 }
 
@@ -50,6 +55,7 @@ func (p *poisonPool) take(b *wire.FetchBuffer) {
 		p.out = map[*wire.FetchBuffer]bool{}
 	}
 	p.out[b] = true
+	p.peak = max(p.peak, len(p.out))
 }
 
 func (p *poisonPool) release(b *wire.FetchBuffer) {
@@ -72,13 +78,18 @@ type poolHook struct{ p *poisonPool }
 func (h poolHook) taken(b *wire.FetchBuffer)    { h.p.take(b) }
 func (h poolHook) released(b *wire.FetchBuffer) { h.p.release(b) }
 
-// check fails t unless every buffer taken was released once.
-func (p *poisonPool) check(t *testing.T, what string) {
+// check fails t unless every buffer taken was released once, and no more
+// than two per worker (workers: at most that many at once, one a broker)
+// were ever out together.
+func (p *poisonPool) check(t *testing.T, what string, workers int) {
 	t.Helper()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if n, r := p.taken.Load(), p.released.Load(); n != r || len(p.out) != 0 || p.double != 0 {
 		t.Errorf("%s: %d buffers taken, %d released, %d never released, %d released twice or not taken", what, n, r, len(p.out), p.double)
+	}
+	if p.peak > 2*workers {
+		t.Errorf("%s: %d buffers out at once, want at most 2 for each of %d workers: buffers kept past their records' appends", what, p.peak, workers)
 	}
 }
 
@@ -395,7 +406,7 @@ func TestDirectFetchBuffersKfake(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("the first Run ended with %d of %d records copied, %d KiB read on its direct connections", copied, parts*2*each, obs.respBytes.Load()>>10)
-	pool.check(t, "after the first Run")
+	pool.check(t, "after the first Run", 3)
 	if obs.directFailed.Load() == 0 {
 		t.Errorf("breaking the direct connections failed no Fetch (%d failed before the break)", failedBefore)
 	}
@@ -405,7 +416,7 @@ func TestDirectFetchBuffersKfake(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	pool.check(t, "after the second Run")
+	pool.check(t, "after the second Run", 3)
 	if n := logs.count("failed validation"); n != 0 {
 		t.Errorf("%d fetched batches failed validation: a record was read from a released buffer", n)
 	}
@@ -445,7 +456,7 @@ func TestDirectFetchSASLFallsBackKfake(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	pool.check(t, "under SASL")
+	pool.check(t, "under SASL", 1)
 	if obs.direct.Load() != 0 || obs.viaClient.Load() == 0 {
 		t.Errorf("%d Fetches answered on the direct connection, %d through the client: want none and some", obs.direct.Load(), obs.viaClient.Load())
 	}
@@ -491,7 +502,7 @@ func TestDirectFetchDialFailureRecoversKfake(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	pool.check(t, "after dial failures")
+	pool.check(t, "after dial failures", 1)
 	if via, direct := obs.viaClient.Load(), obs.direct.Load(); via < 3 || direct == 0 {
 		t.Errorf("%d Fetches through the client, %d direct: want at least the 3 whose dials failed, then direct ones", via, direct)
 	}
@@ -608,7 +619,7 @@ func TestDirectFetchTLSKfake(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	p.check(t, "over TLS")
+	p.check(t, "over TLS", 1)
 	if obs.direct.Load() == 0 || obs.viaClient.Load() != 0 {
 		t.Errorf("%d Fetches on the direct connection, %d through the client: want all direct", obs.direct.Load(), obs.viaClient.Load())
 	}
