@@ -597,6 +597,68 @@ func TestDirectFetchRedials(t *testing.T) {
 	}
 }
 
+// A direct connection unused for longer than connIdle is closed and
+// dialled again before the next Fetch, as kgo does to its idle ones: a
+// broker closes a connection idle past connections.max.idle.ms, which the
+// client sees only when it writes on it. Here the connection is broken
+// (as the broker's close) after each gap: one within connIdle is the
+// connection's, and its Fetch fails; past connIdle the Fetch goes on a
+// new connection.
+func TestDirectFetchIdleRedials(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	dialed := &conns{}
+	var mu sync.Mutex
+	now := time.Unix(1_000_000, 0)
+	fallback := &failingRequester{}
+	d := &directFetch{
+		broker: 0, fallback: fallback,
+		now:  func() time.Time { mu.Lock(); defer mu.Unlock(); return now },
+		cfg:  &DirectFetch{Dial: dialed.dial, Backoff: func(int) time.Duration { return time.Hour }},
+		addr: func() (string, bool) { return c.ListenAddrs()[0], true },
+		log:  func(slog.Level, string, ...any) {},
+	}
+	defer d.close()
+	fetch := func() fetchResult {
+		req := kmsg.NewPtrFetchRequest()
+		req.ReplicaID, req.MaxWaitMillis, req.MaxBytes = -1, 1, 1<<20
+		r := d.fetch(context.Background(), req)
+		r.buf.Release()
+		return r
+	}
+	idle := func(gap time.Duration) {
+		mu.Lock()
+		now = now.Add(gap)
+		mu.Unlock()
+		dialed.breakAll()
+	}
+	if r := fetch(); r.err != nil || !r.direct {
+		t.Fatalf("first Fetch: direct %v, err %v", r.direct, r.err)
+	}
+	idle(connIdle)
+	if r := fetch(); r.err == nil {
+		t.Fatal("a Fetch on a connection idle for connIdle, then broken, did not fail: it was dialled again too early")
+	}
+	if r := fetch(); r.err != nil || !r.direct { // dialled again at once, the break
+		t.Fatalf("Fetch after the break: direct %v, err %v", r.direct, r.err)
+	}
+	idle(connIdle + time.Second)
+	if r := fetch(); r.err != nil || !r.direct {
+		t.Fatalf("Fetch after %v idle: direct %v, err %v; want it on a new connection", connIdle+time.Second, r.direct, r.err)
+	}
+	dialed.mu.Lock()
+	defer dialed.mu.Unlock()
+	if dialed.dials != 3 {
+		t.Errorf("%d dials, want 3: the first, after the break, after the idle gap", dialed.dials)
+	}
+	if n := fallback.n.Load(); n != 0 {
+		t.Errorf("%d requests went through the fallback", n)
+	}
+}
+
 // Under TLS, with the client's TLS settings: every Fetch goes on the
 // direct connections (none through the client) and the copy is the
 // broker's.
