@@ -19,8 +19,11 @@ import (
 type DirectFetch struct {
 	// TLS, when set, wraps each connection, as kgo.DialTLSConfig does.
 	TLS *tls.Config
-	// Dial dials a broker; nil is a net.Dialer with a 10 s timeout.
+	// Dial dials a broker; nil is a net.Dialer.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// DialTimeout bounds a dial and its TLS handshake together
+	// (kgo.DialTimeout); zero is 10 s, franz-go's default.
+	DialTimeout time.Duration
 	// ClientID goes in every request header (kgo.ClientID).
 	ClientID string
 	// SoftwareVersion is sent in ApiVersions (KIP-511); empty: "unknown".
@@ -34,6 +37,17 @@ type DirectFetch struct {
 	// config.go: 250 ms doubling to 5 s, jittered ±20%).
 	Backoff func(fails int) time.Duration
 }
+
+// connIdle is how long a direct connection may go unused before it is
+// closed and dialled again for the next Fetch, as kgo does to its own
+// after ConnIdleTimeout (30 s by default, kgo's config.go; broker.go
+// replaces an idle connection rather than reuse it). A broker closes a
+// connection idle past connections.max.idle.ms (10 min by default,
+// Kafka's Selector), unseen until the next write and read: a worker that
+// sent nothing for that long (every partition fenced or backing off)
+// would write its next Fetch on a closed connection, and, that
+// connection having answered before, fail every partition in it.
+const connIdle = 30 * time.Second
 
 // kgoBackoff is franz-go's default retry backoff (kgo's config.go,
 // retryBackoff), so that a broker we cannot dial is retried as franz-go
@@ -70,6 +84,7 @@ type directFetch struct {
 	// wants SASL accepts the TCP connection and ApiVersions, then drops
 	// the first Fetch (Kafka's SaslServerAuthenticator).
 	answered bool
+	usedAt   time.Time // conn was dialled or last ended a Fetch then (connIdle)
 	fails    int       // dials failed in a row
 	retryAt  time.Time // no dial before then: Fetches go through fallback
 }
@@ -96,12 +111,15 @@ func (d *directFetch) fetch(ctx context.Context, req *kmsg.FetchRequest) fetchRe
 		case !known || d.conn.Addr() != addr:
 			d.log(slog.LevelInfo, "broker's address changed; dialling its new one", "was", d.conn.Addr(), "address", addr)
 			d.drop(nil)
+		case d.now().Sub(d.usedAt) > connIdle:
+			d.log(slog.LevelDebug, "connection idle; dialling a new one", "address", d.conn.Addr(), "idle", d.now().Sub(d.usedAt))
+			d.drop(nil)
 		}
 	}
 	if d.conn == nil && known && !d.now().Before(d.retryAt) {
 		c, err := wire.DialFetchConn(ctx, addr, wire.FetchConnConfig{
-			Dial: d.cfg.Dial, TLS: d.cfg.TLS, ClientID: d.cfg.ClientID, SoftwareVersion: d.cfg.SoftwareVersion,
-			MaxResponseBytes: d.cfg.MaxResponseBytes,
+			Dial: d.cfg.Dial, DialTimeout: d.cfg.DialTimeout, TLS: d.cfg.TLS, ClientID: d.cfg.ClientID,
+			SoftwareVersion: d.cfg.SoftwareVersion, MaxResponseBytes: d.cfg.MaxResponseBytes,
 		})
 		if err != nil {
 			if ctx.Err() != nil {
@@ -109,7 +127,7 @@ func (d *directFetch) fetch(ctx context.Context, req *kmsg.FetchRequest) fetchRe
 			}
 			d.failed(err)
 		} else {
-			d.conn, d.answered = c, false
+			d.conn, d.answered, d.usedAt = c, false, d.now()
 		}
 	}
 	if d.conn == nil {
@@ -117,6 +135,7 @@ func (d *directFetch) fetch(ctx context.Context, req *kmsg.FetchRequest) fetchRe
 		return fetchResult{resp: resp, err: err}
 	}
 	resp, buf, err := d.conn.Fetch(ctx, req)
+	d.usedAt = d.now()
 	if err == nil {
 		if !d.answered {
 			d.answered, d.fails = true, 0

@@ -34,11 +34,16 @@ import (
 // release, and overwrites each one as it is released: a record appended
 // from a released buffer would be that pattern, which fails the batch's
 // CRC (storage.Log.Append) and is logged as a fetched batch that failed
-// validation.
+// validation. It also keeps the most buffers out at once: a worker holds
+// at most two (the response whose records it is appending, the one that
+// has just come in), so a worker that kept its buffers until it exits
+// (memory growing for its whole life, nothing reused) shows there, where
+// the counts at the end still balance.
 type poisonPool struct {
 	taken, released atomic.Int64
 	mu              sync.Mutex
 	out             map[*wire.FetchBuffer]bool
+	peak            int // most buffers out at once
 	double          int // released twice, or never taken
 }
 
@@ -50,6 +55,7 @@ func (p *poisonPool) take(b *wire.FetchBuffer) {
 		p.out = map[*wire.FetchBuffer]bool{}
 	}
 	p.out[b] = true
+	p.peak = max(p.peak, len(p.out))
 }
 
 func (p *poisonPool) release(b *wire.FetchBuffer) {
@@ -72,13 +78,18 @@ type poolHook struct{ p *poisonPool }
 func (h poolHook) taken(b *wire.FetchBuffer)    { h.p.take(b) }
 func (h poolHook) released(b *wire.FetchBuffer) { h.p.release(b) }
 
-// check fails t unless every buffer taken was released once.
-func (p *poisonPool) check(t *testing.T, what string) {
+// check fails t unless every buffer taken was released once, and no more
+// than two per worker (workers: at most that many at once, one a broker)
+// were ever out together.
+func (p *poisonPool) check(t *testing.T, what string, workers int) {
 	t.Helper()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if n, r := p.taken.Load(), p.released.Load(); n != r || len(p.out) != 0 || p.double != 0 {
 		t.Errorf("%s: %d buffers taken, %d released, %d never released, %d released twice or not taken", what, n, r, len(p.out), p.double)
+	}
+	if p.peak > 2*workers {
+		t.Errorf("%s: %d buffers out at once, want at most 2 for each of %d workers: buffers kept past their records' appends", what, p.peak, workers)
 	}
 }
 
@@ -395,7 +406,7 @@ func TestDirectFetchBuffersKfake(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("the first Run ended with %d of %d records copied, %d KiB read on its direct connections", copied, parts*2*each, obs.respBytes.Load()>>10)
-	pool.check(t, "after the first Run")
+	pool.check(t, "after the first Run", 3)
 	if obs.directFailed.Load() == 0 {
 		t.Errorf("breaking the direct connections failed no Fetch (%d failed before the break)", failedBefore)
 	}
@@ -405,7 +416,7 @@ func TestDirectFetchBuffersKfake(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	pool.check(t, "after the second Run")
+	pool.check(t, "after the second Run", 3)
 	if n := logs.count("failed validation"); n != 0 {
 		t.Errorf("%d fetched batches failed validation: a record was read from a released buffer", n)
 	}
@@ -445,7 +456,7 @@ func TestDirectFetchSASLFallsBackKfake(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	pool.check(t, "under SASL")
+	pool.check(t, "under SASL", 1)
 	if obs.direct.Load() != 0 || obs.viaClient.Load() == 0 {
 		t.Errorf("%d Fetches answered on the direct connection, %d through the client: want none and some", obs.direct.Load(), obs.viaClient.Load())
 	}
@@ -491,7 +502,7 @@ func TestDirectFetchDialFailureRecoversKfake(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	pool.check(t, "after dial failures")
+	pool.check(t, "after dial failures", 1)
 	if via, direct := obs.viaClient.Load(), obs.direct.Load(); via < 3 || direct == 0 {
 		t.Errorf("%d Fetches through the client, %d direct: want at least the 3 whose dials failed, then direct ones", via, direct)
 	}
@@ -586,6 +597,68 @@ func TestDirectFetchRedials(t *testing.T) {
 	}
 }
 
+// A direct connection unused for longer than connIdle is closed and
+// dialled again before the next Fetch, as kgo does to its idle ones: a
+// broker closes a connection idle past connections.max.idle.ms, which the
+// client sees only when it writes on it. Here the connection is broken
+// (as the broker's close) after each gap: one within connIdle is the
+// connection's, and its Fetch fails; past connIdle the Fetch goes on a
+// new connection.
+func TestDirectFetchIdleRedials(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	dialed := &conns{}
+	var mu sync.Mutex
+	now := time.Unix(1_000_000, 0)
+	fallback := &failingRequester{}
+	d := &directFetch{
+		broker: 0, fallback: fallback,
+		now:  func() time.Time { mu.Lock(); defer mu.Unlock(); return now },
+		cfg:  &DirectFetch{Dial: dialed.dial, Backoff: func(int) time.Duration { return time.Hour }},
+		addr: func() (string, bool) { return c.ListenAddrs()[0], true },
+		log:  func(slog.Level, string, ...any) {},
+	}
+	defer d.close()
+	fetch := func() fetchResult {
+		req := kmsg.NewPtrFetchRequest()
+		req.ReplicaID, req.MaxWaitMillis, req.MaxBytes = -1, 1, 1<<20
+		r := d.fetch(context.Background(), req)
+		r.buf.Release()
+		return r
+	}
+	idle := func(gap time.Duration) {
+		mu.Lock()
+		now = now.Add(gap)
+		mu.Unlock()
+		dialed.breakAll()
+	}
+	if r := fetch(); r.err != nil || !r.direct {
+		t.Fatalf("first Fetch: direct %v, err %v", r.direct, r.err)
+	}
+	idle(connIdle)
+	if r := fetch(); r.err == nil {
+		t.Fatal("a Fetch on a connection idle for connIdle, then broken, did not fail: it was dialled again too early")
+	}
+	if r := fetch(); r.err != nil || !r.direct { // dialled again at once, the break
+		t.Fatalf("Fetch after the break: direct %v, err %v", r.direct, r.err)
+	}
+	idle(connIdle + time.Second)
+	if r := fetch(); r.err != nil || !r.direct {
+		t.Fatalf("Fetch after %v idle: direct %v, err %v; want it on a new connection", connIdle+time.Second, r.direct, r.err)
+	}
+	dialed.mu.Lock()
+	defer dialed.mu.Unlock()
+	if dialed.dials != 3 {
+		t.Errorf("%d dials, want 3: the first, after the break, after the idle gap", dialed.dials)
+	}
+	if n := fallback.n.Load(); n != 0 {
+		t.Errorf("%d requests went through the fallback", n)
+	}
+}
+
 // Under TLS, with the client's TLS settings: every Fetch goes on the
 // direct connections (none through the client) and the copy is the
 // broker's.
@@ -608,7 +681,7 @@ func TestDirectFetchTLSKfake(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	p.check(t, "over TLS")
+	p.check(t, "over TLS", 1)
 	if obs.direct.Load() == 0 || obs.viaClient.Load() != 0 {
 		t.Errorf("%d Fetches on the direct connection, %d through the client: want all direct", obs.direct.Load(), obs.viaClient.Load())
 	}

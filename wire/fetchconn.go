@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -57,8 +59,17 @@ type FetchConn struct {
 
 // FetchConnConfig configures DialFetchConn.
 type FetchConnConfig struct {
-	// Dial dials the broker; nil is a net.Dialer with a 10 s timeout.
+	// Dial dials the broker; nil is a net.Dialer. Its context ends
+	// after DialTimeout.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// DialTimeout bounds the dial and the TLS handshake together, as
+	// kgo.DialTimeout does (kgo dials TLS with a tls.Dialer over a
+	// net.Dialer of that timeout, client.go); zero is 10 s, its default.
+	// Without it a broker whose listen backlog completes the TCP
+	// connect but that never answers the ClientHello (hung, or a proxy
+	// whose backend is down) holds the dial for good. ApiVersions is
+	// bounded by Overhead, as kgo's is by RequestTimeoutOverhead.
+	DialTimeout time.Duration
 	// TLS, when set, wraps the connection (its ServerName defaults to
 	// the address's host).
 	TLS *tls.Config
@@ -66,7 +77,9 @@ type FetchConnConfig struct {
 	ClientID string
 	// SoftwareName and SoftwareVersion are sent in ApiVersions v3+
 	// (KIP-511); the broker requires them to be non-empty, of letters,
-	// digits, '-' and '.'. Empty: "kfollower" and "unknown".
+	// digits, '-' and '.', beginning and ending with a letter or digit:
+	// what is not is made so (softwareField). Empty: "kfollower" and
+	// "unknown".
 	SoftwareName, SoftwareVersion string
 	// MaxResponseBytes refuses a response larger than this (franz-go's
 	// kgo.BrokerMaxReadBytes, 100 MiB by default there); zero is 100 MiB.
@@ -103,28 +116,9 @@ var errFetchConnClosed = errors.New("fetch connection closed")
 // DialFetchConn dials addr and asks it for its API versions; it fails if
 // the broker's Fetch versions and ours do not meet.
 func DialFetchConn(ctx context.Context, addr string, cfg FetchConnConfig) (*FetchConn, error) {
-	dial := cfg.Dial
-	if dial == nil {
-		d := &net.Dialer{Timeout: 10 * time.Second}
-		dial = d.DialContext
-	}
-	conn, err := dial(ctx, "tcp", addr)
+	conn, err := dialTLS(ctx, addr, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("fetch connection to %s: dialing: %w", addr, err)
-	}
-	if cfg.TLS != nil {
-		tc := cfg.TLS.Clone()
-		if tc.ServerName == "" {
-			if host, _, err := net.SplitHostPort(addr); err == nil {
-				tc.ServerName = host
-			}
-		}
-		t := tls.Client(conn, tc)
-		if err := t.HandshakeContext(ctx); err != nil {
-			conn.Close()
-			return nil, fmt.Errorf("fetch connection to %s: TLS handshake: %w", addr, err)
-		}
-		conn = t
+		return nil, err
 	}
 	c := &FetchConn{conn: conn, addr: addr, maxRead: cfg.MaxResponseBytes, format: kmsg.NewRequestFormatter(kmsg.FormatterClientID(cfg.ClientID))}
 	if c.maxRead <= 0 {
@@ -142,17 +136,45 @@ func DialFetchConn(ctx context.Context, addr string, cfg FetchConnConfig) (*Fetc
 	return c, nil
 }
 
+// dialTLS dials addr and, with cfg.TLS, completes the TLS handshake, all
+// within cfg.DialTimeout.
+func dialTLS(ctx context.Context, addr string, cfg FetchConnConfig) (net.Conn, error) {
+	timeout := cfg.DialTimeout
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	dial := cfg.Dial
+	if dial == nil {
+		dial = (&net.Dialer{}).DialContext
+	}
+	conn, err := dial(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("fetch connection to %s: dialing: %w", addr, err)
+	}
+	if cfg.TLS == nil {
+		return conn, nil
+	}
+	tc := cfg.TLS.Clone()
+	if tc.ServerName == "" {
+		if host, _, err := net.SplitHostPort(addr); err == nil {
+			tc.ServerName = host
+		}
+	}
+	t := tls.Client(conn, tc)
+	if err := t.HandshakeContext(ctx); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("fetch connection to %s: TLS handshake: %w", addr, err)
+	}
+	return t, nil
+}
+
 // fetchVersion asks ApiVersions, v3 first and v0 if the broker does not
 // speak v3 (it then answers in v0 with UNSUPPORTED_VERSION, KIP-511), as
 // franz-go's brokerCxn.requestAPIVersions does.
 func (c *FetchConn) fetchVersion(ctx context.Context, cfg FetchConnConfig) (int16, error) {
-	name, version := cfg.SoftwareName, cfg.SoftwareVersion
-	if name == "" {
-		name = "kfollower"
-	}
-	if version == "" {
-		version = "unknown"
-	}
+	name, version := softwareField(cfg.SoftwareName, "kfollower"), softwareField(cfg.SoftwareVersion, "unknown")
 	for _, v := range []int16{3, 0} {
 		req := kmsg.NewPtrApiVersionsRequest()
 		req.SetVersion(v)
@@ -188,6 +210,29 @@ func (c *FetchConn) fetchVersion(ctx context.Context, cfg FetchConnConfig) (int1
 		return 0, errors.New("the broker does not list Fetch in its ApiVersions")
 	}
 	return 0, errors.New("the broker refused ApiVersions v0")
+}
+
+// softwareField makes s a valid ApiVersions client software name or
+// version, def if nothing of it is: the broker refuses the request
+// (INVALID_REQUEST) unless it matches
+// [a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])? (KIP-511,
+// ApiVersionsRequest.isValid). Other characters become '-', as in
+// "(devel)", Go's version of an unreleased build, which becomes "devel".
+func softwareField(s, def string) string {
+	alnum := func(r rune) bool {
+		return r < 128 && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')
+	}
+	s = strings.Map(func(r rune) rune {
+		if alnum(r) || r == '-' || r == '.' {
+			return r
+		}
+		return '-'
+	}, s)
+	s = strings.TrimFunc(s, func(r rune) bool { return !alnum(r) })
+	if s == "" {
+		return def
+	}
+	return s
 }
 
 // Version is the Fetch version the connection sends.
@@ -247,19 +292,26 @@ func (b *FetchBuffer) Release() {
 func (c *FetchConn) buffer(n int) []byte {
 	c.freeMu.Lock()
 	defer c.freeMu.Unlock()
-	for i, b := range c.free {
-		if cap(b) >= n {
-			c.free = append(c.free[:i], c.free[i+1:]...)
-			if cap(b) > shrinkAbove && cap(b)/shrinkRatio > n {
-				break // far too big: let the GC have it
-			}
-			return b[:n]
+	dropped := false
+	for i := 0; i < len(c.free); {
+		b := c.free[i]
+		if cap(b) < n {
+			i++
+			continue
 		}
+		// slices.Delete clears the vacated slot: the backing array
+		// keeps no reference to a buffer let go.
+		c.free = slices.Delete(c.free, i, i+1)
+		if cap(b) > shrinkAbove && cap(b)/shrinkRatio > n {
+			dropped = true // far too big: let the GC have it, look on
+			continue
+		}
+		return b[:n]
 	}
-	if len(c.free) > 0 {
+	if !dropped && len(c.free) > 0 {
 		// Too small for what this broker now answers: let the GC have
 		// one, so the kept ones follow the response sizes.
-		c.free = c.free[1:]
+		c.free = slices.Delete(c.free, 0, 1)
 	}
 	return make([]byte, n)
 }
@@ -301,7 +353,11 @@ func (c *FetchConn) Fetch(ctx context.Context, req *kmsg.FetchRequest) (*kmsg.Fe
 		c.fail(err)
 		return nil, nil, c.Err()
 	}
-	if ms := resp.ThrottleMillis; ms > 0 {
+	// Only from Fetch v8 does the broker answer first and then mute the
+	// connection (KIP-219); before, it delayed the response itself, and
+	// waiting again would throttle twice. kmsg's FetchResponse.Throttle
+	// says so, and kgo waits only then.
+	if ms, after := resp.Throttle(); ms > 0 && after {
 		c.throttle = time.Now().Add(time.Duration(ms) * time.Millisecond)
 	}
 	return resp, buf, nil

@@ -13,6 +13,7 @@ import (
 	"math/big"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -184,6 +185,150 @@ func TestFetchConnBufferShrinks(t *testing.T) {
 	c.free = [][]byte{small}
 	if b := c.buffer(4 << 10); &b[0] != &small[0] {
 		t.Fatal("a small buffer was not reused")
+	}
+	// A far-too-big buffer met first is let go, and the search goes on
+	// to the one that fits, which is reused.
+	huge := make([]byte, 64<<20)
+	c.free = [][]byte{huge, small}
+	if b := c.buffer(4 << 10); &b[0] != &small[0] || len(c.free) != 0 {
+		t.Fatalf("kept 64 MiB and 64 KiB, a 4 KiB response: the 64 KiB one not reused (%d kept)", len(c.free))
+	}
+	// Neither a buffer let go as far too big nor one let go as too
+	// small stays referenced by the free list's array, out of the GC's
+	// reach.
+	tiny := make([]byte, 32<<10)
+	arr := [][]byte{tiny, huge}
+	c.free = arr
+	if b := c.buffer(100 << 10); cap(b) != 100<<10 || len(c.free) != 1 {
+		t.Fatalf("32 KiB and 64 MiB kept, a 100 KiB response: got cap %d, %d kept, want a new one and 1 kept", cap(b), len(c.free))
+	}
+	for _, b := range arr {
+		if cap(b) > 0 && &b[:1][0] == &huge[0] {
+			t.Fatal("the 64 MiB buffer let go is still referenced by the free list's array")
+		}
+	}
+	arr = [][]byte{small, tiny}
+	c.free = arr
+	if b := c.buffer(1 << 20); cap(b) != 1<<20 || len(c.free) != 1 {
+		t.Fatalf("two too small for a 1 MiB response: got cap %d, %d kept, want a new one and 1 kept", cap(b), len(c.free))
+	}
+	for _, b := range arr {
+		if cap(b) > 0 && &b[:1][0] == &small[0] {
+			t.Fatal("the buffer let go as too small is still referenced by the free list's array")
+		}
+	}
+}
+
+// silentListener accepts connections and never writes to them: a broker
+// whose listen backlog completes the TCP connect but that is hung.
+func silentListener(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var held []net.Conn
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range held {
+			c.Close()
+		}
+	})
+	return ln.Addr().String()
+}
+
+// A TLS dial to a broker that accepts the connection and never answers the
+// ClientHello ends with DialTimeout, under a context without a deadline,
+// with the default dialer and with one of the caller's: the handshake
+// does not hold the dial for good.
+func TestFetchConnDialTimeout(t *testing.T) {
+	addr := silentListener(t)
+	for _, own := range []bool{false, true} {
+		cfg := FetchConnConfig{DialTimeout: 100 * time.Millisecond, TLS: &tls.Config{InsecureSkipVerify: true}}
+		if own {
+			cfg.Dial = (&net.Dialer{}).DialContext
+		}
+		done := make(chan error, 1)
+		go func() {
+			fc, err := DialFetchConn(context.Background(), addr, cfg)
+			if fc != nil {
+				fc.Close()
+			}
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "TLS handshake") {
+				t.Errorf("own dialer %v: %v, want the handshake's deadline exceeded", own, err)
+			}
+		case <-time.After(60 * time.Second): // a hang, not a slow machine
+			t.Fatalf("own dialer %v: the TLS handshake with a silent broker has not ended in 60 s (DialTimeout 100 ms)", own)
+		}
+	}
+}
+
+// The throttle a Fetch response carries is waited out before the next
+// request only from Fetch v8, when the broker answers first and then
+// mutes the connection (KIP-219); an older broker delayed the response
+// itself.
+func TestFetchConnThrottleV8(t *testing.T) {
+	for _, c := range []struct {
+		fetch int16
+		wait  bool
+	}{{7, false}, {8, true}, {12, true}} {
+		vs := kversion.Stable()
+		vs.SetMaxKeyVersion(1, c.fetch)
+		kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.MaxVersions(vs))
+		if err != nil {
+			t.Fatal(err)
+		}
+		kc.ControlKey(int16(kmsg.Fetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
+			resp := req.ResponseKind().(*kmsg.FetchResponse)
+			resp.ThrottleMillis = 60_000
+			return resp, nil, true
+		})
+		fc, err := DialFetchConn(context.Background(), kc.ListenAddrs()[0], FetchConnConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := kmsg.NewPtrFetchRequest()
+		req.ReplicaID, req.MaxWaitMillis, req.MaxBytes = -1, 1, 1<<20
+		_, buf, err := fc.Fetch(context.Background(), req)
+		if err != nil {
+			t.Fatalf("Fetch v%d: %v", c.fetch, err)
+		}
+		buf.Release()
+		if waits := !fc.throttle.IsZero(); waits != c.wait {
+			t.Errorf("Fetch v%d answered with a 60 s throttle: waits it out %v, want %v", c.fetch, waits, c.wait)
+		}
+		fc.Close()
+		kc.Close()
+	}
+}
+
+// The client software name and version are made what KIP-511 allows.
+func TestSoftwareField(t *testing.T) {
+	for in, want := range map[string]string{
+		"": "unknown", "v1.2.3": "v1.2.3", "(devel)": "devel", "1.0+dirty": "1.0-dirty",
+		"-.-": "unknown", "été": "t", "go1.26-x": "go1.26-x",
+	} {
+		if got := softwareField(in, "unknown"); got != want {
+			t.Errorf("softwareField(%q) = %q, want %q", in, got, want)
+		}
 	}
 }
 
