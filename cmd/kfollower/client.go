@@ -20,13 +20,17 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
 
+// dialTimeout bounds a dial to a broker, the TLS handshake included, on
+// the client's connections and on the fetcher's own alike.
+const dialTimeout = 10 * time.Second
+
 // clientOpts builds the kgo options for the cluster, reading and checking
 // the TLS files first.
 func clientOpts(cfg *config) ([]kgo.Opt, error) {
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(cfg.Bootstrap...),
 		kgo.ClientID("kfollower"),
-		kgo.DialTimeout(10 * time.Second),
+		kgo.DialTimeout(dialTimeout),
 		// The fetcher asks for metadata on its own schedule and on leader
 		// moves; let those asks through rather than serving a cached copy.
 		kgo.MetadataMinAge(250 * time.Millisecond),
@@ -43,7 +47,7 @@ func clientOpts(cfg *config) ([]kgo.Opt, error) {
 
 // directFetch configures the fetcher's own Fetch connections
 // (fetcher.Config.DirectFetch) to connect as clientOpts' client does: the
-// same client id, dial timeout (net.Dialer's 10 s, FetchConn's default)
+// same client id, dial timeout (dialTimeout, the TLS handshake included)
 // and TLS. Nil under --fetch-connection client, and under SASL, which
 // those connections do not speak (an explicit direct is refused by
 // config.check): the Fetches then go through the client's connections,
@@ -58,7 +62,7 @@ func directFetch(cfg *config, logger *slog.Logger) (*fetcher.DirectFetch, error)
 			"fetch_connection", "client", "sasl_mechanism", cfg.SASLMechanism)
 		return nil, nil
 	}
-	df := &fetcher.DirectFetch{ClientID: "kfollower"}
+	df := &fetcher.DirectFetch{ClientID: "kfollower", DialTimeout: dialTimeout}
 	if cfg.tlsEnabled() {
 		tc, err := tlsConfig(cfg)
 		if err != nil {
