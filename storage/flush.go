@@ -123,17 +123,36 @@ func (l *Log) takeFlush() (*flushTarget, error) {
 // entries included (the flush that raised it wrote and synced them), so
 // the active segment's point now is one at durable.
 func (l *Log) catchUpPoint() error {
-	if l.unsettled || l.durable <= l.pointEnd || l.opts.Now().Sub(l.lastRecoveryPoint) < time.Second {
+	if !l.pointDue() {
 		return nil
 	}
 	s := l.active()
-	if s.idx.synced < s.idx.written || s.tidx.synced < s.tidx.written {
-		return nil
-	}
 	if err := l.writeRecoveryPoint(s.recoveryPoint()); err != nil {
 		return l.fail(fmt.Errorf("flushing %s: %w", l.tp(), err))
 	}
 	return nil
+}
+
+// pointDue says catchUpPoint has a point to write; callers hold mu.
+func (l *Log) pointDue() bool {
+	if l.unsettled || l.closed || l.failed != nil || l.durable <= l.pointEnd || l.opts.Now().Sub(l.lastRecoveryPoint) < time.Second {
+		return false
+	}
+	s := l.active()
+	return s.idx.synced >= s.idx.written && s.tidx.synced >= s.tidx.written
+}
+
+// FlushDue says a Flush has work to do: appends not yet fsynced, or a
+// recovery point behind the durable end to rewrite (catchUpPoint). A
+// periodic flusher picks the logs to flush by it; DurableEnd <
+// LogEndOffset alone never reaches a log that went quiet.
+func (l *Log) FlushDue() bool {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.closed || l.failed != nil {
+		return false
+	}
+	return l.durable < l.leoLocked() || l.pointDue()
 }
 
 func syncFiles(fs []file) error {

@@ -104,6 +104,9 @@ func TestQuietLogPointCatchesUp(t *testing.T) {
 	if rp.next != 8 || rp.pos == 0 {
 		t.Fatalf("point on disk %q after quiet flushes: want it at the durable end 8", b)
 	}
+	if l.FlushDue() {
+		t.Fatal("FlushDue with nothing unsynced and the point caught up")
+	}
 	// Nothing more to catch up: further flushes leave the file alone.
 	ops := m.opCount()
 	for range 3 {
@@ -154,4 +157,41 @@ func (m *memFS) opCount() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.ops
+}
+
+// FlushDue names a quiet log whose point is behind, a second after settle,
+// and no longer once a Flush caught it up: the flusher's test.
+func TestFlushDueOfQuietLog(t *testing.T) {
+	m := newMemFS()
+	now := time.UnixMilli(1_700_000_000_000)
+	l, err := openLog(m, memData, "t", 0, Options{Logger: quiet, Flush: FlushInterval, TopicID: TopicID{3}, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if l.FlushDue() {
+		t.Fatal("FlushDue of a new empty log")
+	}
+	if err := l.Append(crashRun(0, 1, 4, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if !l.FlushDue() {
+		t.Fatal("no FlushDue with unsynced appends")
+	}
+	if err := l.Flush(); err != nil { // settles: the start point, counted as just written
+		t.Fatal(err)
+	}
+	if l.FlushDue() {
+		t.Fatal("FlushDue right after the settling Flush")
+	}
+	now = now.Add(time.Second)
+	if !l.FlushDue() {
+		t.Fatal("no FlushDue a second later, the point still at the segment's start")
+	}
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if l.FlushDue() {
+		t.Fatal("FlushDue after the point caught up")
+	}
 }
