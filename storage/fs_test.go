@@ -272,8 +272,12 @@ func TestTornRecoveryPointOfSettledLog(t *testing.T) {
 	}{
 		{"empty", nil, false},
 		{"cut before its newline", []byte("0\n0 0 0 0 0 -1 -1 -1 -1"), false},
-		{"a zeroed sector", []byte("\x00\x00\x00\x00 0 0 -1 -1 -1 -1\n"), false},
+		{"a zeroed sector", []byte("\x00\x00\x00\x000 0 0 0 -1 -1 -1 -1\n"), false},
 		{"garbled but whole", []byte("0\nnot a point\n"), true},
+		// No torn write of the start point: other bytes than its own or
+		// zeros, or longer. Damage, judged as a garbled point.
+		{"no final newline, other bytes", []byte("0\n0 29"), true},
+		{"zeroed bytes, other bytes", []byte("0\n0 290 8\x00\x00"), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := newMemFS()

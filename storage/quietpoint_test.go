@@ -195,3 +195,46 @@ func TestFlushDueOfQuietLog(t *testing.T) {
 		t.Fatal("FlushDue after the point caught up")
 	}
 }
+
+// startPoint is what a log opened empty writes unsynced (settle's first
+// point), for a new log and for one truncated fully to 5: unsyncedPoint's
+// torn-write test depends on it.
+func TestStartPointIsWhatSettleWrites(t *testing.T) {
+	m := newMemFS()
+	now := time.UnixMilli(1_700_000_000_000) // stands still: the point stays settle's
+	opts := Options{Logger: quiet, Flush: FlushInterval, TopicID: TopicID{3}, Now: func() time.Time { return now }}
+	l, err := openLog(m, memData, "t", 0, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Append(crashRun(0, 1, 4, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(PartitionDir(memData, "t", 0), recoveryPointName)
+	if b, _ := m.ReadFile(path); string(b) != string(formatRecoveryPoint(startPoint(0, -1))) {
+		t.Fatalf("settle wrote %q, startPoint(0) is %q", b, formatRecoveryPoint(startPoint(0, -1)))
+	}
+	if !unsyncedPoint(nil, []segStart{{0, -1}}) || !unsyncedPoint([]byte("0\n\x00\x00"), []segStart{{0, -1}}) {
+		t.Fatal("torn images of the start point not taken as torn")
+	}
+	if unsyncedPoint([]byte("0\n5 0"), []segStart{{0, -1}}) || unsyncedPoint(formatRecoveryPoint(startPoint(0, -1)), []segStart{{0, -1}}) {
+		t.Fatal("another segment's start point, or a whole one, taken as torn")
+	}
+	if err := l.TruncateFullyAndStartAt(5); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := openLog(m, memData, "t", 0, opts) // empty: keeps or rewrites, unsynced, the start point
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if b, _ := m.ReadFile(path); string(b) != string(formatRecoveryPoint(startPoint(5, -1))) {
+		t.Fatalf("the log opened empty at 5 has the point %q, startPoint(5) is %q", b, formatRecoveryPoint(startPoint(5, -1)))
+	}
+}

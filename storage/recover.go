@@ -416,7 +416,11 @@ func (l *Log) loadSealed(s *segment) error {
 // readRecoveryPoint is loadRecoveryPoint of the file.
 func (l *Log) readRecoveryPoint(fresh bool) (rp *recoveryPoint, torn bool) {
 	data, err := l.fsys.ReadFile(filepath.Join(l.dir, recoveryPointName))
-	rp, torn, warn := loadRecoveryPoint(data, err, fresh)
+	segs := make([]segStart, len(l.segs))
+	for i, s := range l.segs {
+		segs[i] = segStart{s.base, s.epochFloor}
+	}
+	rp, torn, warn := loadRecoveryPoint(data, err, fresh, segs)
 	if warn != nil {
 		l.lg.Warn("ignoring unreadable recovery point", "err", warn, "tornFromStart", torn)
 	}
