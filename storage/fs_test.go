@@ -143,7 +143,12 @@ func TestOpenWiresOnSync(t *testing.T) {
 // checkpoint, the partition directory, the data directory) before it
 // declares anything durable. Reopening and closing an empty log cost none.
 // The power-loss model (TestPowerLoss, from a new log) shows that no
-// durable end is ever reported before these are durable.
+// durable end is ever reported before these are durable; its variant
+// TestPowerLossStillClock covers the unsynced first recovery point (a
+// clock that stands still keeps it all run: with the clock moving, the
+// next Flush replaces it before an image tears it, and TestPowerLoss
+// passes with unsyncedPoint always false) and partition.metadata of a
+// settled log reopened empty.
 func TestNewLogFsyncs(t *testing.T) {
 	fsys := &countFS{}
 	data := filepath.Join(t.TempDir(), "data")
