@@ -142,16 +142,18 @@ func TestPowerLoss(t *testing.T) {
 // and with appends and Flushes only, since every truncation, reopen and
 // Close replaces it fsynced: the point a new log's settle writes unsynced
 // at the segment's start stays, and torn images of it meet the durable
-// batches after it (seeds 6-8). Seeds 15-17 first open the log without a
+// batches after it (seeds 12, 18, 25, 26). Seeds 15-17 first open the log without a
 // topic id, truncate it fully (which settles it) and reopen it empty with
 // one: partition.metadata of a settled log, which Open refuses torn.
-// Checked that it can fail: with unsyncedPoint always false, seed 6 fails
-// (an image with the point and the tail torn is refused as corruption; 7
-// and 8 have no such image); with setTopicIDLocked writing unsynced for
+// Checked that it can fail: with unsyncedPoint always false, seed 12
+// fails in every run tried (9 of 9; 18, 25 and 26 in about two of three:
+// the images vary from run to run, likely with the timing of the Flush
+// held on another goroutine), an image with the point and the tail torn
+// refused as corruption; with setTopicIDLocked writing unsynced for
 // every unsettled log, seeds 15-17 fail (a torn partition.metadata
 // refused).
 func TestPowerLossStillClock(t *testing.T) {
-	seeds := []uint64{6, 7, 8, 15, 16, 17} // each flush policy, without and with the prologue (seed%6 >= 3)
+	seeds := []uint64{12, 18, 25, 26, 15, 16, 17} // each flush policy (seed%3), without and with the prologue (seed%6 >= 3)
 	if s := os.Getenv(powerLossSeedEnv); s != "" {
 		n, err := strconv.ParseUint(s, 10, 64)
 		if err != nil {
