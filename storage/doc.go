@@ -49,9 +49,16 @@
 // none). It is Kafka's recovery-point-offset-checkpoint down to the byte:
 // it is rewritten after an fsync of the active segment (by Flush or an
 // Append under FlushEveryAppend at most once a second, and by Flush only
-// if no roll or truncation came during its fsync; always by a truncation,
-// Open and Close), never before leader-epoch-checkpoint holds the epochs of the
-// batches it covers, and Open re-reads only the bytes after it. A point for another
+// if no roll or truncation came during its fsync; by a Flush with nothing
+// new to fsync when it is behind the durable end and a second old, so a
+// log that went quiet gets one at its end; always by a truncation, Close,
+// and an Open of a log that holds batches), never before
+// leader-epoch-checkpoint holds the epochs of the batches it covers, and
+// Open re-reads only the bytes after it. A log opened empty keeps a point
+// that names its segment's start, or gets one written without an fsync
+// (by Open, or, for a new log, by its first fsync, which counts it as
+// just written): a torn one reads as that start point, and such a point
+// says the whole active segment is to be re-read as torn. A point for another
 // segment (the active one rolled since), or past the file's end, is
 // ignored; with an intent present it is not trusted at all.
 //
@@ -164,7 +171,9 @@
 // can only take the empty log, which the next Open creates again. For a
 // new one it writes partition.metadata without an fsync (tmp, rename) and
 // no recovery point, then creates the segment's files; reopening an empty
-// log writes nothing. Appends fsync nothing either; the log's first fsync
+// log writes nothing (but partition.metadata, fsynced, when it gets a
+// topic id it had none of and was settled before: Open tolerates a torn
+// one only of a log never settled). Appends fsync nothing either; the log's first fsync
 // (Flush, a roll, a truncation, DeleteBefore, Close with batches) settles
 // it first: partition.metadata's data, the recovery point at the
 // segment's start if there is none (unsynced), the active segment's
@@ -177,9 +186,11 @@
 // point is missing or unreadable (a torn first batch is cut, never taken
 // for corruption) and writes a torn partition.metadata again. The first
 // recovery point is never synced (the next replaces it whole), so a torn
-// point (empty, no final newline, zeroed bytes) is read as that one: the
-// active segment torn from its start; settling counts as writing it, so
-// the first fsync does not rewrite it (a second later the flushes may).
+// point (a prefix of a segment's start point, any bytes of it zeroed:
+// unsyncedPoint) is read as that one: the active segment torn from its
+// start; other bytes are a garbled point. Settling counts as writing it,
+// so the first fsync does not rewrite it; a Flush a second later does,
+// even with nothing new to fsync (FlushDue).
 // Close of an unsettled empty log fsyncs nothing.
 //
 // DeleteBefore(x): write the log start file, cut the epoch cache from the

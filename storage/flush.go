@@ -87,7 +87,7 @@ func (l *Log) takeFlush() (*flushTarget, error) {
 		return nil, err
 	}
 	if l.durable == l.leoLocked() {
-		return nil, nil
+		return nil, l.catchUpPoint()
 	}
 	// The epochs of the batches the taken recovery point covers: durable
 	// before it is written. Under the lock (it is written by Appends), and
@@ -107,6 +107,52 @@ func (l *Log) takeFlush() (*flushTarget, error) {
 	}
 	return &flushTarget{seg: s, files: append([]file{s.log}, opened...), opened: opened, idx: s.idx.written, tidx: s.tidx.written,
 		end: l.leoLocked(), rp: s.recoveryPoint(), gen: l.gen}, nil
+}
+
+// catchUpPoint rewrites the recovery point when it is behind the durable
+// end and at least a second old, on a Flush with nothing new to fsync.
+// The flushes rewrite it at most once a second, and settle writes only the
+// segment's start (counted as just written, saving the first fsync two
+// more): without this a log that gets its backlog and then goes quiet
+// keeps the start point until its next append a second later, or Close,
+// and after any unclean stop Open re-reads its whole active segment as
+// torn, cutting a bad durable batch there silently where it would report
+// it (CorruptionError). Kafka's LogManager checkpoints recovery points on
+// a timer (log.flush.offset.checkpoint.interval.ms), whether or not
+// anything was appended since. Everything up to durable is fsynced, index
+// entries included (the flush that raised it wrote and synced them), so
+// the active segment's point now is one at durable.
+func (l *Log) catchUpPoint() error {
+	if !l.pointDue() {
+		return nil
+	}
+	s := l.active()
+	if err := l.writeRecoveryPoint(s.recoveryPoint()); err != nil {
+		return l.fail(fmt.Errorf("flushing %s: %w", l.tp(), err))
+	}
+	return nil
+}
+
+// pointDue says catchUpPoint has a point to write; callers hold mu.
+func (l *Log) pointDue() bool {
+	if l.unsettled || l.closed || l.failed != nil || l.durable <= l.pointEnd || l.opts.Now().Sub(l.lastRecoveryPoint) < time.Second {
+		return false
+	}
+	s := l.active()
+	return s.idx.synced >= s.idx.written && s.tidx.synced >= s.tidx.written
+}
+
+// FlushDue says a Flush has work to do: appends not yet fsynced, or a
+// recovery point behind the durable end to rewrite (catchUpPoint). A
+// periodic flusher picks the logs to flush by it; DurableEnd <
+// LogEndOffset alone never reaches a log that went quiet.
+func (l *Log) FlushDue() bool {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.closed || l.failed != nil {
+		return false
+	}
+	return l.durable < l.leoLocked() || l.pointDue()
 }
 
 func syncFiles(fs []file) error {
@@ -143,7 +189,7 @@ func (l *Log) nextGen() { l.gen++ }
 // FlushEveryAppend, which must return durable.
 func (l *Log) flushLocked() error {
 	if l.durable == l.leoLocked() {
-		return nil
+		return l.catchUpPoint()
 	}
 	if err := l.settle(); err != nil {
 		return l.fail(fmt.Errorf("flushing %s: %w", l.tp(), err))

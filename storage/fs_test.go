@@ -143,7 +143,12 @@ func TestOpenWiresOnSync(t *testing.T) {
 // checkpoint, the partition directory, the data directory) before it
 // declares anything durable. Reopening and closing an empty log cost none.
 // The power-loss model (TestPowerLoss, from a new log) shows that no
-// durable end is ever reported before these are durable.
+// durable end is ever reported before these are durable; its variant
+// TestPowerLossStillClock covers the unsynced first recovery point (a
+// clock that stands still keeps it all run: with the clock moving, the
+// next Flush replaces it before an image tears it, and TestPowerLoss
+// passes with unsyncedPoint always false) and partition.metadata of a
+// settled log reopened empty.
 func TestNewLogFsyncs(t *testing.T) {
 	fsys := &countFS{}
 	data := filepath.Join(t.TempDir(), "data")
@@ -272,8 +277,12 @@ func TestTornRecoveryPointOfSettledLog(t *testing.T) {
 	}{
 		{"empty", nil, false},
 		{"cut before its newline", []byte("0\n0 0 0 0 0 -1 -1 -1 -1"), false},
-		{"a zeroed sector", []byte("\x00\x00\x00\x00 0 0 -1 -1 -1 -1\n"), false},
+		{"a zeroed sector", []byte("\x00\x00\x00\x000 0 0 0 -1 -1 -1 -1\n"), false},
 		{"garbled but whole", []byte("0\nnot a point\n"), true},
+		// No torn write of the start point: other bytes than its own or
+		// zeros, or longer. Damage, judged as a garbled point.
+		{"no final newline, other bytes", []byte("0\n0 29"), true},
+		{"zeroed bytes, other bytes", []byte("0\n0 290 8\x00\x00"), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := newMemFS()

@@ -63,13 +63,21 @@ type Log struct {
 	// settle fsyncs.
 	unsettled    bool
 	unsyncedDirs []string
+	// fresh says Open found the log never settled (neverSettled) and
+	// nothing has settled it since: only then does Open tolerate a torn
+	// partition.metadata (loadTopicID), so only then is it written
+	// without an fsync.
+	fresh bool
 	// startPoint is the recovery point at the segment's start that settle
 	// writes, when a log opened empty has none (a new log's Open writes
 	// none).
 	startPoint *recoveryPoint
 	// lastRecoveryPoint is when kfollower-recovery-point was last written;
-	// flushes rewrite it at most once a second.
+	// flushes rewrite it at most once a second. pointEnd is the log offset
+	// the point on disk covers (its next offset): a Flush with nothing new
+	// to fsync still rewrites a point behind the durable end (flush.go).
 	lastRecoveryPoint time.Time
+	pointEnd          int64
 	closed            bool
 
 	// flushMu serializes Flush calls (flush.go), which hold mu only around
@@ -214,11 +222,14 @@ func (l *Log) setTopicIDLocked(id TopicID) error {
 	if l.topicID != (TopicID{}) {
 		return fmt.Errorf("%s: topic id %s does not match partition.metadata's %s", l.tp(), id, l.topicID)
 	}
-	if l.unsettled {
+	if l.unsettled && l.fresh {
 		// Without an fsync, for readers: settle makes it durable before
 		// anything of the log is declared durable, and a power loss that
 		// tears it before then tears a log Open treats as never settled
-		// (loadTopicID). Kafka writes it lazily too: UnifiedLog records
+		// (loadTopicID). Only such a log: one settled before and opened
+		// empty (after TruncateFullyAndStartAt, say) has its snapshot,
+		// so Open takes a torn file there for damage and refuses the
+		// partition; it gets the fsynced write below, a rare case. Kafka writes it lazily too: UnifiedLog records
 		// the id and leaves the write (with its fsync) to a scheduled
 		// "flush-metadata-file" task, or to the first append
 		// (PartitionMetadataFile.record, maybeFlush).
@@ -293,7 +304,7 @@ func (l *Log) settle() error {
 			return fmt.Errorf("%s: syncing directory %s: %w", l.tp(), d, err)
 		}
 	}
-	l.unsettled, l.unsyncedDirs, l.epochsUnsynced = false, nil, false
+	l.unsettled, l.fresh, l.unsyncedDirs, l.epochsUnsynced = false, false, nil, false
 	l.lastRecoveryPoint = l.opts.Now()
 	return nil
 }

@@ -129,7 +129,7 @@ func (l *Log) recover() error {
 	// always (an earlier Open of the empty log may have created the
 	// partition directory and never settled).
 	if empty && !haveIntent {
-		l.unsettled = true
+		l.unsettled, l.fresh = true, fresh
 		l.unsyncedDirs = parents
 		if dd := filepath.Dir(l.dir); !slices.Contains(parents, dd) {
 			l.unsyncedDirs = append(l.unsyncedDirs, dd)
@@ -307,6 +307,7 @@ func (l *Log) recover() error {
 			return err
 		}
 	}
+	l.pointEnd = point.next
 	if err := l.deleteSegmentsBelowStart(); err != nil {
 		return fmt.Errorf("deleting segments of %s below %d: %w", l.tp(), l.logStart, err)
 	}
@@ -415,7 +416,11 @@ func (l *Log) loadSealed(s *segment) error {
 // readRecoveryPoint is loadRecoveryPoint of the file.
 func (l *Log) readRecoveryPoint(fresh bool) (rp *recoveryPoint, torn bool) {
 	data, err := l.fsys.ReadFile(filepath.Join(l.dir, recoveryPointName))
-	rp, torn, warn := loadRecoveryPoint(data, err, fresh)
+	segs := make([]segStart, len(l.segs))
+	for i, s := range l.segs {
+		segs[i] = segStart{s.base, s.epochFloor}
+	}
+	rp, torn, warn := loadRecoveryPoint(data, err, fresh, segs)
 	if warn != nil {
 		l.lg.Warn("ignoring unreadable recovery point", "err", warn, "tornFromStart", torn)
 	}
@@ -428,6 +433,7 @@ func (l *Log) writeRecoveryPoint(rp recoveryPoint) error {
 	if err := writeFileAtomic(l.fsys, l.dir, recoveryPointName, formatRecoveryPoint(rp)); err != nil {
 		return err
 	}
+	l.pointEnd = rp.next
 	l.lastRecoveryPoint = l.opts.Now()
 	return nil
 }

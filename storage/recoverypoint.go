@@ -53,33 +53,76 @@ func parseRecoveryPoint(data []byte) (recoveryPoint, error) {
 	return rp, nil
 }
 
+// startPoint is the recovery point at the start of an empty segment with
+// base offset base whose previous segment's last epoch is floor (-1 for
+// none): what Open or settle writes unsynced for a log opened empty (an
+// empty segment's recoveryPoint).
+func startPoint(base int64, floor int32) recoveryPoint {
+	return recoveryPoint{base: base, next: base, maxTs: -1, maxTsOffset: -1, firstTs: -1, lastEpoch: int64(floor)}
+}
+
+// segStart names a segment for unsyncedPoint: its base offset and its
+// epoch floor.
+type segStart struct {
+	base  int64
+	floor int32
+}
+
 // unsyncedPoint says data can only be what an unsynced write of a
-// recovery point left after a power loss: empty, cut before its final
-// newline, or holding zero-filled sectors. Every point is written fsynced
-// under a tmp name before it is renamed over the last one (so it is whole
-// or not there) except the first of a new log, which its first fsync
-// writes without one (Log.settle): a torn point is that one, which named
-// the active segment's start, or an earlier segment's.
-func unsyncedPoint(data []byte) bool {
-	return len(data) == 0 || data[len(data)-1] != '\n' || bytes.IndexByte(data, 0) >= 0
+// recovery point left after a power loss: every point is written fsynced
+// (renamed over the old one, so whole or not there) except the start
+// point of a log opened empty (Open, or a new log's first fsync:
+// Log.settle), which named the start of one of the segments segs (the active one, or an earlier one it has rolled from
+// since). A power loss leaves of such a write an empty file, or one cut
+// before its final newline, or with zero-filled sectors, each byte in
+// its place: data is that when it is no longer than the start point of
+// one of segs and every byte is that point's or zero. Any other bytes
+// are damage to a point written whole, not a torn write, and are judged
+// as a garbled point (loadRecoveryPoint).
+func unsyncedPoint(data []byte, segs []segStart) bool {
+	if len(data) > 0 && data[len(data)-1] == '\n' && bytes.IndexByte(data, 0) < 0 {
+		return false // whole
+	}
+	for _, s := range segs {
+		for _, floor := range []int32{-1, s.floor} {
+			if tornImageOf(data, formatRecoveryPoint(startPoint(s.base, floor))) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// tornImageOf says data is what a power loss may leave of an unsynced
+// write of want to a new file: a prefix of it, with any bytes zeroed.
+func tornImageOf(data, want []byte) bool {
+	if len(data) > len(want) {
+		return false
+	}
+	for i, c := range data {
+		if c != 0 && c != want[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // loadRecoveryPoint reads kfollower-recovery-point as read (data, or the
-// error reading it): the point when it is usable, else nil and whether the
-// active segment is to be re-read as torn from its start (torn), as the
-// first point of a new log says. That holds when the point is torn
-// (unsyncedPoint), and, for a log that was never settled (fresh: nothing
-// of it was ever declared durable, so no byte of it is known durable),
-// when it is missing or unreadable too. Otherwise a missing or garbled
-// point is ignored (warn says why), and the bytes before a bad batch are
-// judged without one (validBatchFollows).
-func loadRecoveryPoint(data []byte, readErr error, fresh bool) (rp *recoveryPoint, torn bool, warn error) {
+// error reading it; segs the log's segments): the point when it is
+// usable, else nil and whether the active segment is to be re-read as torn
+// from its start (torn), as the start point of a log opened empty says.
+// That holds when the point is torn (unsyncedPoint), and, for a log that
+// was never settled (fresh: nothing of it was ever declared durable, so no
+// byte of it is known durable), when it is missing or unreadable too.
+// Otherwise a missing or garbled point is ignored (warn says why), and the
+// bytes before a bad batch are judged without one (validBatchFollows).
+func loadRecoveryPoint(data []byte, readErr error, fresh bool, segs []segStart) (rp *recoveryPoint, torn bool, warn error) {
 	if readErr != nil {
 		return nil, fresh, nil
 	}
-	if unsyncedPoint(data) {
+	if unsyncedPoint(data, segs) {
 		// Not parsed: a prefix could pass for another point.
-		return nil, true, fmt.Errorf("recovery point %q: torn (empty, no final newline, or zeroed bytes)", data)
+		return nil, true, fmt.Errorf("recovery point %q: torn (a torn write of a segment's start point)", data)
 	}
 	p, err := parseRecoveryPoint(data)
 	if err != nil {
