@@ -74,7 +74,7 @@ func (m *Manager) waitFlusher() {
 type flushable interface {
 	storage.Reader
 	Flush() error
-	Failed() error
+	FlushDue() bool
 }
 
 // flushParallel bounds the logs one flusher pass fsyncs at once. A disk
@@ -103,9 +103,14 @@ func (m *Manager) flushAll(ctx context.Context) {
 	m.catalog.mu.Unlock()
 	var dirty []wire.TopicPartition
 	for tp, l := range logs {
-		// Nothing unsynced (or a failed log, whose owner acts on it):
-		// skipping keeps the latencies reported those of real fsyncs.
-		if l.DurableEnd() < l.LogEndOffset() && l.Failed() == nil {
+		// Unsynced appends, or a quiet log's recovery point behind its
+		// durable end (storage.Log.FlushDue): a log that went quiet
+		// after its first flush would otherwise keep the point at its
+		// segment's start until Close, and Open after a crash re-read
+		// (and, on a bad batch, cut) what was long durable. Nothing due,
+		// or a failed log, whose owner acts on it: skipped, so the
+		// latencies reported are those of real fsyncs.
+		if l.FlushDue() {
 			dirty = append(dirty, tp)
 		}
 	}

@@ -3,6 +3,8 @@ package fetcher
 import (
 	"context"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -304,4 +306,69 @@ func TestFlusherInParallel(t *testing.T) {
 	if len(changed) != n || len(stats) != n {
 		t.Errorf("the pass told Config.Changed of %d logs and reported %d flushes, want %d of each", len(changed), len(stats), n)
 	}
+}
+
+// A log that went quiet after its first flush has its recovery point
+// caught up with its durable end by a later pass of the flusher
+// (storage.Log.FlushDue), once the point is a second old: before, a pass
+// flushed only logs with unsynced appends, and the point stayed at the
+// segment's start until Close.
+func TestFlusherCatchesUpQuietPoint(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Unix(1_700_000_000, 0)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	rec := &changedRecorder{}
+	m := newManager(Config{
+		DataDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler), Observers: []Observer{rec},
+		Storage: storage.Options{Flush: storage.FlushInterval, FlushInterval: time.Hour, Now: clock},
+	}, nil, nil)
+	tick, ticker := ticks()
+	m.flushTicker = ticker
+	tp := wire.TopicPartition{Topic: "t", Partition: 0}
+	l, err := storage.Open(m.cfg.DataDir, tp.Topic, tp.Partition, m.cfg.Storage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	m.catalog.add(tp, l)
+	if err := l.Append(batch.BuildRun(0, 0, 2, 3)); err != nil {
+		t.Fatal(err)
+	}
+	point := func() string {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join(m.cfg.DataDir, "t-0", "kfollower-recovery-point"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m.startFlusher(ctx)
+	pass := func() []MaintenanceStats {
+		tick <- time.Now()
+		tick <- time.Now() // that pass is over
+		_, stats := rec.take()
+		return stats
+	}
+	if stats := pass(); len(stats) != 1 || !stats[0].Flushed {
+		t.Fatalf("the first pass reported %+v, want one flush", stats)
+	}
+	first := point()
+	if stats := pass(); len(stats) != 0 {
+		t.Errorf("a pass within the second reported %+v, want none", stats)
+	}
+	mu.Lock()
+	now = now.Add(2 * time.Second)
+	mu.Unlock()
+	if stats := pass(); len(stats) != 1 || !stats[0].Flushed {
+		t.Errorf("a pass after the second reported %+v, want the quiet log flushed", stats)
+	}
+	if p := point(); p == first {
+		t.Errorf("the recovery point is still %q after the quiet log's pass", p)
+	}
+	if stats := pass(); len(stats) != 0 {
+		t.Errorf("a pass after the point caught up reported %+v, want none", stats)
+	}
+	cancel()
+	m.waitFlusher()
 }

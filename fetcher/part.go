@@ -28,6 +28,7 @@ type partLog interface {
 	TruncateFullyAndStartAt(offset int64) error
 	EnforceRetention() (int, error)
 	Flush() error
+	FlushDue() bool
 	DurableEnd() int64
 	Size() int64
 	Segments() []int64
