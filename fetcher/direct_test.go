@@ -561,13 +561,7 @@ func TestDirectFetchRedials(t *testing.T) {
 		log:  func(slog.Level, string, ...any) {},
 	}
 	defer d.close()
-	fetch := func() fetchResult {
-		req := kmsg.NewPtrFetchRequest()
-		req.ReplicaID, req.MaxWaitMillis, req.MaxBytes = -1, 1, 1<<20
-		r := d.fetch(context.Background(), req)
-		r.buf.Release()
-		return r
-	}
+	fetch := func() fetchResult { return fetchOnce(d) }
 	for i := range 2 {
 		if r := fetch(); r.err != nil || !r.direct {
 			t.Fatalf("Fetch %d: direct %v, err %v", i, r.direct, r.err)
@@ -622,13 +616,7 @@ func TestDirectFetchIdleRedials(t *testing.T) {
 		log:  func(slog.Level, string, ...any) {},
 	}
 	defer d.close()
-	fetch := func() fetchResult {
-		req := kmsg.NewPtrFetchRequest()
-		req.ReplicaID, req.MaxWaitMillis, req.MaxBytes = -1, 1, 1<<20
-		r := d.fetch(context.Background(), req)
-		r.buf.Release()
-		return r
-	}
+	fetch := func() fetchResult { return fetchOnce(d) }
 	idle := func(gap time.Duration) {
 		mu.Lock()
 		now = now.Add(gap)
@@ -717,4 +705,15 @@ func selfSigned(t *testing.T) (tls.Certificate, *x509.CertPool) {
 	pool := x509.NewCertPool()
 	pool.AddCert(cert)
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, pool
+}
+
+// fetchOnce sends one small Fetch on d, as a consumer (replica id -1),
+// and releases its buffer at once: the tests look at how it went, not at
+// its records.
+func fetchOnce(d *directFetch) fetchResult {
+	req := kmsg.NewPtrFetchRequest()
+	req.ReplicaID, req.MaxWaitMillis, req.MaxBytes = -1, 1, 1<<20
+	r := d.fetch(context.Background(), req)
+	r.buf.Release()
+	return r
 }
