@@ -60,6 +60,7 @@ import (
 // MB/s, the medians of the per-round ratios interval/replica (goal ≥ 1.5),
 // os/consumer (goal ≥ 0.9) and os/os-client, every spread (min–max over the
 // rounds) in the log, and the load average before and after every run.
+// KFOLLOWER_REPLICA_CONTENDERS=interval,os,replica runs only those named.
 //
 //	bench/run.sh Replica
 func BenchmarkReplica(b *testing.B) {
@@ -118,6 +119,17 @@ func BenchmarkReplica(b *testing.B) {
 		{"always", func(t *topicRun) (time.Duration, string) { return binary(t, "always") }},
 		{"replica", func(t *topicRun) (time.Duration, string) { return replicaCopy(ctx, b, c, t.name, assign, extra), "" }},
 	}
+	if s := os.Getenv("KFOLLOWER_REPLICA_CONTENDERS"); s != "" {
+		var keep []contender
+		for _, name := range strings.Split(s, ",") {
+			i := slices.IndexFunc(contenders, func(k contender) bool { return k.name == name })
+			if i < 0 {
+				b.Fatalf("KFOLLOWER_REPLICA_CONTENDERS=%q: no contender %q", s, name)
+			}
+			keep = append(keep, contenders[i])
+		}
+		contenders = keep
+	}
 	rounds := 3
 	if s := os.Getenv("KFOLLOWER_REPLICA_ROUNDS"); s != "" {
 		n, err := strconv.Atoi(s)
@@ -153,6 +165,9 @@ func BenchmarkReplica(b *testing.B) {
 			{"os", "replica", ""}, {"always", "replica", ""}, {"consumer", "replica", ""},
 		} {
 			num, den := rates[t.short+"/"+q.num], rates[t.short+"/"+q.den]
+			if len(num) == 0 || len(den) == 0 {
+				continue // one of them left out (KFOLLOWER_REPLICA_CONTENDERS)
+			}
 			var ratios []float64
 			for round := range rounds {
 				ratios = append(ratios, num[round]/den[round])

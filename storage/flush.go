@@ -19,6 +19,9 @@ type flushTarget struct {
 	end       int64
 	rp        recoveryPoint
 	gen       uint64
+	// pointOnly: nothing new to fsync, only the recovery point to catch
+	// up with the durable end (catchUpPoint).
+	pointOnly bool
 }
 
 // Flush fsyncs what was appended since the last fsync and raises
@@ -36,9 +39,13 @@ type flushTarget struct {
 //  3. under the lock again: if the generation is unchanged, DurableEnd
 //     rises to the taken end (never past it: bytes appended since may not
 //     be on disk) and, at most once a second, the recovery point is
-//     rewritten. If a roll or truncation came between, nothing is
-//     recorded: it fsynced and recorded its own state, and the taken end
-//     may lie past its cut.
+//     rewritten, the lock released during that write too (rewritePoint).
+//     If a roll or truncation came between, nothing is recorded: it
+//     fsynced and recorded its own state, and the taken end may lie past
+//     its cut.
+//
+// With nothing new to fsync, a Flush only catches the recovery point up
+// with the durable end (catchUpPoint says why), through the same steps.
 //
 // A failed fsync marks the log failed as a failed write does (Failed), so
 // the writer's next call returns the error; that holds even after a
@@ -52,9 +59,11 @@ func (l *Log) Flush() error {
 	if err != nil || t == nil {
 		return err
 	}
-	err = syncFiles(t.files)
-	if cerr := closeAll(t.opened); err == nil {
-		err = cerr
+	if !t.pointOnly {
+		err = syncFiles(t.files)
+		if cerr := closeAll(t.opened); err == nil {
+			err = cerr
+		}
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -67,14 +76,52 @@ func (l *Log) Flush() error {
 	if l.closed || l.failed != nil || l.gen != t.gen {
 		return nil
 	}
+	if t.pointOnly {
+		if !l.pointDue() {
+			return nil
+		}
+		return l.rewritePoint(t.rp)
+	}
 	l.raiseDurable(t.end)
 	// No roll or truncation came: the files still hold what was written.
 	t.seg.idx.synced = max(t.seg.idx.synced, t.idx)
 	t.seg.tidx.synced = max(t.seg.tidx.synced, t.tidx)
 	if l.opts.Now().Sub(l.lastRecoveryPoint) >= time.Second {
-		if err := l.writeRecoveryPoint(t.rp); err != nil {
-			return l.fail(fmt.Errorf("flushing %s: %w", l.tp(), err))
+		return l.rewritePoint(t.rp)
+	}
+	return nil
+}
+
+// rewritePoint is Flush's rewrite of the recovery point: called with mu
+// held, it returns with mu held, but releases it around the write. That
+// write is an fsync and a directory fsync, and behind the other logs'
+// fsyncs of hundreds of megabytes each sat in the disk's queue for tens to
+// hundreds of milliseconds: under the lock it stalled the log's writer, and
+// with it every partition of its worker, once a second (kernel stacks of
+// the binary under --flush interval; the doc above promises the lock only
+// around taking and recording). pointMu, taken under mu, keeps every
+// other point write (a truncation's, Close's: they hold mu and then take
+// pointMu) until this one is done, so the point on disk is always the last
+// one decided; a crash in between leaves this point, which a truncation's
+// intent or a roll's newer segment overrides at Open (tornFrom), as when
+// the same Flush had come just before them.
+func (l *Log) rewritePoint(rp recoveryPoint) error {
+	l.pointMu.Lock()
+	l.pointSeq++
+	seq := l.pointSeq
+	l.lastRecoveryPoint = l.opts.Now()
+	l.mu.Unlock()
+	err := writeFileAtomic(l.fsys, l.dir, recoveryPointName, formatRecoveryPoint(rp))
+	l.pointMu.Unlock()
+	l.mu.Lock()
+	if err != nil {
+		if l.closed {
+			return nil // Close wrote its own point after this one
 		}
+		return l.fail(fmt.Errorf("flushing %s: %w", l.tp(), err))
+	}
+	if l.pointSeq == seq {
+		l.pointEnd = rp.next
 	}
 	return nil
 }
@@ -87,7 +134,11 @@ func (l *Log) takeFlush() (*flushTarget, error) {
 		return nil, err
 	}
 	if l.durable == l.leoLocked() {
-		return nil, l.catchUpPoint()
+		if !l.pointDue() {
+			return nil, nil
+		}
+		s := l.active()
+		return &flushTarget{seg: s, rp: s.recoveryPoint(), gen: l.gen, pointOnly: true}, nil
 	}
 	// The epochs of the batches the taken recovery point covers: durable
 	// before it is written. Under the lock (it is written by Appends), and
@@ -110,7 +161,8 @@ func (l *Log) takeFlush() (*flushTarget, error) {
 }
 
 // catchUpPoint rewrites the recovery point when it is behind the durable
-// end and at least a second old, on a Flush with nothing new to fsync.
+// end and at least a second old, on a flush with nothing new to fsync
+// (Flush does the same through rewritePoint, outside the lock).
 // The flushes rewrite it at most once a second, and settle writes only the
 // segment's start (counted as just written, saving the first fsync two
 // more): without this a log that gets its backlog and then goes quiet

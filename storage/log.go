@@ -83,6 +83,12 @@ type Log struct {
 	// flushMu serializes Flush calls (flush.go), which hold mu only around
 	// their fsync; it is taken before mu, never while holding it.
 	flushMu sync.Mutex
+	// pointMu serializes writes of the recovery point file: taken while
+	// holding mu, which Flush then releases during its write
+	// (rewritePoint). pointSeq, under mu, counts the points decided, so
+	// that Flush records its point's end only if no later one came.
+	pointMu  sync.Mutex
+	pointSeq uint64
 
 	// truncations counts the truncations begun (runTruncation), for
 	// Section.Stale; read without mu.
@@ -281,7 +287,10 @@ func (l *Log) settle() error {
 		// Before the snapshot, which tells Open the log was settled: a
 		// crash that keeps that name keeps this one, whole or torn, and
 		// a torn point reads as this one (unsyncedPoint).
-		if err := writeFileUnsynced(l.fsys, l.dir, recoveryPointName, formatRecoveryPoint(*l.startPoint)); err != nil {
+		l.pointMu.Lock()
+		err := writeFileUnsynced(l.fsys, l.dir, recoveryPointName, formatRecoveryPoint(*l.startPoint))
+		l.pointMu.Unlock()
+		if err != nil {
 			return fmt.Errorf("%s: %w", l.tp(), err)
 		}
 		l.startPoint = nil

@@ -1,0 +1,187 @@
+package storage
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// stallFS holds the first fsync of the recovery point's temporary file
+// (telling reached) until, once cut is closed, the log's .log is cut and
+// its directory then fsynced: a disk whose queue is full of other files' writeback, and a
+// truncation that comes meanwhile. It counts point writes under way at
+// once (opened, not yet renamed into place): more than one means two
+// writers raced for the one temporary file and the rename order.
+type stallFS struct {
+	osFS
+	reached, cut, release chan struct{}
+	mu                    sync.Mutex
+	stalled, released     bool
+	truncated             bool
+	inFlight              int
+	overlap               bool
+}
+
+func newStallFS() *stallFS {
+	return &stallFS{reached: make(chan struct{}), cut: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (s *stallFS) OpenFile(name string, flag int, perm os.FileMode) (file, error) {
+	f, err := s.osFS.OpenFile(name, flag, perm)
+	if err != nil {
+		return f, err
+	}
+	switch {
+	case strings.HasSuffix(name, recoveryPointName+tmpSuffix):
+		s.mu.Lock()
+		s.inFlight++
+		s.overlap = s.overlap || s.inFlight > 1
+		s.mu.Unlock()
+		return stallFile{file: f, fs: s, point: true}, nil
+	case strings.HasSuffix(name, logSuffix):
+		return stallFile{file: f, fs: s}, nil
+	}
+	return f, nil
+}
+
+func (s *stallFS) Rename(from, to string) error {
+	if strings.HasSuffix(from, recoveryPointName+tmpSuffix) {
+		s.mu.Lock()
+		s.inFlight--
+		s.mu.Unlock()
+	}
+	return s.osFS.Rename(from, to)
+}
+
+type stallFile struct {
+	file
+	fs    *stallFS
+	point bool
+}
+
+func (f stallFile) Sync() error {
+	if f.point {
+		f.fs.mu.Lock()
+		first := !f.fs.stalled
+		f.fs.stalled = true
+		f.fs.mu.Unlock()
+		if first {
+			close(f.fs.reached)
+			<-f.fs.release
+		}
+	}
+	return f.file.Sync()
+}
+
+func (f stallFile) Truncate(size int64) error {
+	select {
+	case <-f.fs.cut:
+		f.fs.mu.Lock()
+		f.fs.truncated = true
+		f.fs.mu.Unlock()
+	default:
+	}
+	return f.file.Truncate(size)
+}
+
+// SyncDir after the cut is the truncation's last step before its point.
+func (s *stallFS) SyncDir(dir string) error {
+	s.mu.Lock()
+	if s.truncated && !s.released {
+		s.released = true
+		close(s.release)
+	}
+	s.mu.Unlock()
+	return s.osFS.SyncDir(dir)
+}
+
+// Flush's rewrite of the recovery point (an fsync and a directory fsync,
+// slow behind other logs' writeback) holds no lock the writer needs: an
+// Append and a read go through while it is stalled. A truncation that
+// comes meanwhile waits for it and writes its own point after, so the
+// point on disk is the truncation's, not the older one Flush decided.
+func TestFlushPointOutsideLock(t *testing.T) {
+	now := time.UnixMilli(1_700_000_000_000)
+	fsys := newStallFS()
+	opts := Options{Logger: quiet, Flush: FlushInterval, FlushInterval: time.Second, Now: func() time.Time { return now }}
+	dir := t.TempDir()
+	l, err := openLog(fsys, dir, "t", 0, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if err := l.Append(build(0, 0, 4)); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Flush(); err != nil { // settles: the start point, unsynced, no stall
+		t.Fatal(err)
+	}
+	now = now.Add(time.Second)
+	if err := l.Append(build(4, 0, 4)); err != nil {
+		t.Fatal(err)
+	}
+	flushed := make(chan error, 1)
+	go func() { flushed <- l.Flush() }() // rewrites the point at 8: stalls
+	deadline := time.After(time.Minute)  // a failure's bound, not a speed
+	select {
+	case <-fsys.reached:
+	case err := <-flushed:
+		t.Fatalf("Flush returned (%v) without rewriting the recovery point", err)
+	case <-deadline:
+		t.Fatal("Flush never reached the recovery point's fsync")
+	}
+
+	appended := make(chan error, 1)
+	go func() { appended <- l.Append(build(8, 0, 2)) }()
+	select {
+	case err := <-appended:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-deadline:
+		t.Fatal("Append waited for Flush's recovery point write")
+	}
+	if e, d := l.LogEndOffset(), l.DurableEnd(); e != 10 || d != 8 {
+		t.Fatalf("during the stalled point write: log end %d, durable end %d; want 10 and 8", e, d)
+	}
+
+	// The truncation cuts the .log (which ends the stall), then writes
+	// its point: only once Flush's is in place.
+	close(fsys.cut)
+	truncated := make(chan error, 1)
+	go func() { truncated <- l.TruncateTo(4) }()
+	if err := <-flushed; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-truncated; err != nil {
+		t.Fatal(err)
+	}
+	if fsys.overlap {
+		t.Fatal("the truncation wrote its recovery point while Flush's write was under way")
+	}
+	b, err := os.ReadFile(filepath.Join(PartitionDir(dir, "t", 0), recoveryPointName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp, err := parseRecoveryPoint(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rp.next != 4 {
+		t.Fatalf("recovery point on disk covers up to %d after the truncation to 4: the older point of Flush landed last", rp.next)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	re, err := Open(dir, "t", 0, Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer re.Close()
+	if e := re.LogEndOffset(); e != 4 {
+		t.Fatalf("reopened: log end %d, want 4", e)
+	}
+}
