@@ -73,6 +73,7 @@ func (m *Manager) waitFlusher() {
 // flushable is what the flusher needs of a served log (every partLog).
 type flushable interface {
 	storage.Reader
+	PrepareFlush() error
 	Flush() error
 	FlushDue() bool
 }
@@ -118,18 +119,29 @@ func (m *Manager) flushAll(ctx context.Context) {
 		a, b := dirty[i], dirty[j]
 		return a.Topic < b.Topic || a.Topic == b.Topic && a.Partition < b.Partition
 	})
+	// The small files first, every log's, then the data: behind the data
+	// fsyncs each small one waited for them, its log's writer stalled
+	// (storage.Log.PrepareFlush). A failure fails the log, and its Flush
+	// reports it.
+	eachParallel(ctx, dirty, func(tp wire.TopicPartition) { _ = logs[tp].PrepareFlush() })
+	eachParallel(ctx, dirty, func(tp wire.TopicPartition) { m.flushLog(tp, logs[tp]) })
+}
+
+// eachParallel runs fn for each of tps, flushParallel at a time, in order,
+// until ctx ends, and returns once every call it began is done.
+func eachParallel(ctx context.Context, tps []wire.TopicPartition, fn func(wire.TopicPartition)) {
 	next := make(chan wire.TopicPartition)
 	var wg sync.WaitGroup
-	for range min(flushParallel, len(dirty)) {
+	for range min(flushParallel, len(tps)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for tp := range next {
-				m.flushLog(tp, logs[tp])
+				fn(tp)
 			}
 		}()
 	}
-	for _, tp := range dirty {
+	for _, tp := range tps {
 		if ctx.Err() != nil {
 			break
 		}

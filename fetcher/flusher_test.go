@@ -2,6 +2,7 @@ package fetcher
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -371,4 +372,74 @@ func TestFlusherCatchesUpQuietPoint(t *testing.T) {
 	}
 	cancel()
 	m.waitFlusher()
+}
+
+// orderLog records, in one list for every log, when each was prepared
+// (PrepareFlush) and when its data was flushed.
+type orderLog struct {
+	*storage.Log
+	name  string
+	mu    *sync.Mutex
+	calls *[]string
+}
+
+func (l orderLog) record(what string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	*l.calls = append(*l.calls, what+" "+l.name)
+}
+
+func (l orderLog) PrepareFlush() error { l.record("prepare"); return l.Log.PrepareFlush() }
+func (l orderLog) Flush() error        { l.record("flush"); return l.Log.Flush() }
+
+// A pass prepares every log it flushes (a new log's settling, the epoch
+// checkpoint: small fsyncs under the log's lock) before it fsyncs any
+// log's data, so that none of them waits behind the data fsyncs in the
+// disk's queue with its writer stalled. More logs than flushParallel, so
+// that a pass that prepared each log just before its own flush would
+// interleave them.
+func TestFlusherPreparesBeforeData(t *testing.T) {
+	m := newManager(Config{
+		DataDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler),
+		Storage: storage.Options{Flush: storage.FlushInterval, FlushInterval: time.Hour},
+	}, nil, nil)
+	tick, ticker := ticks()
+	m.flushTicker = ticker
+	var mu sync.Mutex
+	var calls []string
+	const n = flushParallel + 4
+	var logs []*storage.Log
+	for p := range int32(n) {
+		l, err := storage.Open(m.cfg.DataDir, "t", p, m.cfg.Storage)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		if err := l.Append(batch.BuildRun(0, 0, 2, 3)); err != nil {
+			t.Fatal(err)
+		}
+		logs = append(logs, l)
+		m.catalog.add(wire.TopicPartition{Topic: "t", Partition: p}, orderLog{Log: l, name: fmt.Sprint(p), mu: &mu, calls: &calls})
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m.startFlusher(ctx)
+	tick <- time.Now()
+	tick <- time.Now() // the first pass is over
+	cancel()
+	m.waitFlusher()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(calls) != 2*n {
+		t.Fatalf("the pass made %d calls, want a prepare and a flush of each of %d logs: %v", len(calls), n, calls)
+	}
+	for i, c := range calls {
+		if want := i < n; strings.HasPrefix(c, "prepare") != want {
+			t.Fatalf("call %d is %q: every prepare must come before every flush: %v", i, c, calls)
+		}
+	}
+	for p, l := range logs {
+		if d, e := l.DurableEnd(), l.LogEndOffset(); d != e {
+			t.Errorf("t-%d: durable end %d after the pass, log end %d", p, d, e)
+		}
+	}
 }

@@ -27,6 +27,7 @@ type partLog interface {
 	TruncateTo(offset int64) error
 	TruncateFullyAndStartAt(offset int64) error
 	EnforceRetention() (int, error)
+	PrepareFlush() error
 	Flush() error
 	FlushDue() bool
 	DurableEnd() int64

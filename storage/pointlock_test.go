@@ -185,3 +185,33 @@ func TestFlushPointOutsideLock(t *testing.T) {
 		t.Fatalf("reopened: log end %d, want 4", e)
 	}
 }
+
+// PrepareFlush does a new log's settling (its small files' fsyncs), so
+// the Flush after it fsyncs the data alone; with nothing appended it
+// does nothing.
+func TestPrepareFlushSettles(t *testing.T) {
+	var syncs int
+	opts := Options{Logger: quiet, Flush: FlushInterval, FlushInterval: time.Second, TopicID: TopicID{9},
+		OnSync: func(time.Duration) { syncs++ }}
+	l := openT(t, t.TempDir(), opts)
+	defer l.Close()
+	if err := l.PrepareFlush(); err != nil || syncs != 0 {
+		t.Fatalf("PrepareFlush of an empty new log: %v, %d fsyncs; want none", err, syncs)
+	}
+	if err := l.Append(build(0, 3, 4)); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.PrepareFlush(); err != nil {
+		t.Fatal(err)
+	}
+	prepared := syncs
+	if prepared == 0 || l.DurableEnd() != 0 {
+		t.Fatalf("PrepareFlush after an append: %d fsyncs, durable end %d; want the settling's fsyncs and no durable end yet", prepared, l.DurableEnd())
+	}
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if n := syncs - prepared; n != 1 || l.DurableEnd() != 4 {
+		t.Fatalf("Flush after PrepareFlush: %d fsyncs, durable end %d; want the .log's alone, and 4", n, l.DurableEnd())
+	}
+}
