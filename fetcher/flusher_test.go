@@ -399,9 +399,10 @@ func (l orderLog) Flush() error        { l.record("flush"); return l.Log.Flush()
 // that a pass that prepared each log just before its own flush would
 // interleave them.
 func TestFlusherPreparesBeforeData(t *testing.T) {
+	still := time.UnixMilli(1_700_000_000_000) // no recovery point falls due in the second pass
 	m := newManager(Config{
 		DataDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler),
-		Storage: storage.Options{Flush: storage.FlushInterval, FlushInterval: time.Hour},
+		Storage: storage.Options{Flush: storage.FlushInterval, FlushInterval: time.Hour, Now: func() time.Time { return still }},
 	}, nil, nil)
 	tick, ticker := ticks()
 	m.flushTicker = ticker

@@ -49,7 +49,10 @@
 // none). It is Kafka's recovery-point-offset-checkpoint down to the byte:
 // it is rewritten after an fsync of the active segment (by Flush or an
 // Append under FlushEveryAppend at most once a second, and by Flush only
-// if no roll or truncation came during its fsync; by a Flush with nothing
+// if no roll or truncation came during its fsync (Flush writes it without
+// the log's lock, and a truncation or Close that comes meanwhile writes
+// its own after it; a roll's new segment is read as torn from its start
+// whatever point names the old one); by a Flush with nothing
 // new to fsync when it is behind the durable end and a second old, so a
 // log that went quiet gets one at its end; always by a truncation, Close,
 // and an Open of a log that holds batches), never before

@@ -116,7 +116,7 @@ func (l *Log) rewritePoint(rp recoveryPoint) error {
 	l.mu.Lock()
 	if err != nil {
 		if l.closed {
-			return nil // Close wrote its own point after this one
+			return nil // Close waited for this write and made its own state durable, or failed
 		}
 		return l.fail(fmt.Errorf("flushing %s: %w", l.tp(), err))
 	}

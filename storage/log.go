@@ -83,10 +83,12 @@ type Log struct {
 	// flushMu serializes Flush calls (flush.go), which hold mu only around
 	// their fsync; it is taken before mu, never while holding it.
 	flushMu sync.Mutex
-	// pointMu serializes writes of the recovery point file: taken while
+	// pointMu serializes writes of the recovery point file in an open log
+	// (Open's own writes run before anything else can): taken while
 	// holding mu, which Flush then releases during its write
-	// (rewritePoint). pointSeq, under mu, counts the points decided, so
-	// that Flush records its point's end only if no later one came.
+	// (rewritePoint); Close waits for it. pointSeq, under mu, counts the
+	// points decided, so that Flush records its point's end only if no
+	// later one came.
 	pointMu  sync.Mutex
 	pointSeq uint64
 
@@ -438,6 +440,13 @@ func (l *Log) Close() error {
 		return nil
 	}
 	l.closed = true
+	// A Flush's recovery point write still under way (rewritePoint, which
+	// holds pointMu but not mu) ends before Close returns, on every path
+	// below (a failed log's, too, which writes no point of its own): a reopened Log on the same directory has a pointMu of its own
+	// and would otherwise race it for the one temporary file, and a stale
+	// point could land after the reopen finished a truncation's intent.
+	// No new one can begin: Flush checks closed under mu first.
+	defer l.waitPointWrite()
 	var err error
 	// An unsettled empty log has nothing to make durable, and its next
 	// Open is as cheap.
@@ -466,6 +475,12 @@ func (l *Log) Close() error {
 		}
 	}
 	return errors.Join(err, l.closeFiles())
+}
+
+// waitPointWrite returns once no recovery point write is under way.
+func (l *Log) waitPointWrite() {
+	l.pointMu.Lock()
+	l.pointMu.Unlock() //lint:ignore SA2001 a barrier, not a critical section
 }
 
 func (l *Log) closeFiles() error {

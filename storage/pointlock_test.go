@@ -21,8 +21,11 @@ type stallFS struct {
 	mu                    sync.Mutex
 	stalled, released     bool
 	truncated             bool
-	inFlight              int
-	overlap               bool
+	// failWrite fails writes to the .log; closeReleases makes the .log's
+	// Close end the stall.
+	failWrite, closeReleases bool
+	inFlight                 int
+	overlap                  bool
 }
 
 func newStallFS() *stallFS {
@@ -76,6 +79,50 @@ func (f stallFile) Sync() error {
 	return f.file.Sync()
 }
 
+func (f stallFile) Write(b []byte) (int, error) {
+	f.fs.mu.Lock()
+	fail := !f.point && f.fs.failWrite
+	f.fs.mu.Unlock()
+	if fail {
+		return 0, errInjected
+	}
+	return f.file.Write(b)
+}
+
+func (f stallFile) WriteAt(b []byte, off int64) (int, error) {
+	f.fs.mu.Lock()
+	fail := !f.point && f.fs.failWrite
+	f.fs.mu.Unlock()
+	if fail {
+		return 0, errInjected
+	}
+	return f.file.WriteAt(b, off)
+}
+
+func (f stallFile) Close() error {
+	if !f.point {
+		f.fs.releaseIf(func() bool { return f.fs.closeReleases })
+	}
+	return f.file.Close()
+}
+
+// releaseIf ends the stall, once, if cond holds (under mu).
+func (s *stallFS) releaseIf(cond func() bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cond() && !s.released {
+		s.released = true
+		close(s.release)
+	}
+}
+
+// pointWrites is how many point writes are under way.
+func (s *stallFS) pointWrites() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.inFlight
+}
+
 func (f stallFile) Truncate(size int64) error {
 	select {
 	case <-f.fs.cut:
@@ -89,12 +136,7 @@ func (f stallFile) Truncate(size int64) error {
 
 // SyncDir after the cut is the truncation's last step before its point.
 func (s *stallFS) SyncDir(dir string) error {
-	s.mu.Lock()
-	if s.truncated && !s.released {
-		s.released = true
-		close(s.release)
-	}
-	s.mu.Unlock()
+	s.releaseIf(func() bool { return s.truncated })
 	return s.osFS.SyncDir(dir)
 }
 
@@ -113,6 +155,9 @@ func TestFlushPointOutsideLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
+	// Before Close (defers run last first): a failing test must not leave
+	// Flush stalled, nor Close waiting for it.
+	defer fsys.releaseIf(func() bool { return true })
 	if err := l.Append(build(0, 0, 4)); err != nil {
 		t.Fatal(err)
 	}
@@ -153,11 +198,18 @@ func TestFlushPointOutsideLock(t *testing.T) {
 	close(fsys.cut)
 	truncated := make(chan error, 1)
 	go func() { truncated <- l.TruncateTo(4) }()
-	if err := <-flushed; err != nil {
-		t.Fatal(err)
-	}
-	if err := <-truncated; err != nil {
-		t.Fatal(err)
+	for _, c := range []struct {
+		what string
+		done chan error
+	}{{"Flush", flushed}, {"the truncation", truncated}} {
+		select {
+		case err := <-c.done:
+			if err != nil {
+				t.Fatalf("%s: %v", c.what, err)
+			}
+		case <-deadline:
+			t.Fatalf("%s never returned", c.what)
+		}
 	}
 	if fsys.overlap {
 		t.Fatal("the truncation wrote its recovery point while Flush's write was under way")
@@ -191,8 +243,9 @@ func TestFlushPointOutsideLock(t *testing.T) {
 // does nothing.
 func TestPrepareFlushSettles(t *testing.T) {
 	var syncs int
+	now := time.UnixMilli(1_700_000_000_000) // still: no point falls due
 	opts := Options{Logger: quiet, Flush: FlushInterval, FlushInterval: time.Second, TopicID: TopicID{9},
-		OnSync: func(time.Duration) { syncs++ }}
+		OnSync: func(time.Duration) { syncs++ }, Now: func() time.Time { return now }}
 	l := openT(t, t.TempDir(), opts)
 	defer l.Close()
 	if err := l.PrepareFlush(); err != nil || syncs != 0 {
@@ -213,5 +266,69 @@ func TestPrepareFlushSettles(t *testing.T) {
 	}
 	if n := syncs - prepared; n != 1 || l.DurableEnd() != 4 {
 		t.Fatalf("Flush after PrepareFlush: %d fsyncs, durable end %d; want the .log's alone, and 4", n, l.DurableEnd())
+	}
+}
+
+// Close returns only once a Flush's recovery point write (made without
+// the log's lock) is over, on a failed log's path too, which writes no
+// point of its own: the fetcher reopens a failed log on the same
+// directory right after, and the old write would race the new Log's for
+// the one temporary file, or land after the reopen finished a
+// truncation. The stall ends when Close closes the .log, just before it
+// returns; a Close that did not wait returns with the write under way.
+func TestCloseWaitsForPointWrite(t *testing.T) {
+	now := time.UnixMilli(1_700_000_000_000)
+	fsys := newStallFS()
+	opts := Options{Logger: quiet, Flush: FlushInterval, FlushInterval: time.Second, Now: func() time.Time { return now }}
+	l, err := openLog(fsys, t.TempDir(), "t", 0, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	defer fsys.releaseIf(func() bool { return true })
+	if err := l.Append(build(0, 0, 4)); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(time.Second)
+	if err := l.Append(build(4, 0, 4)); err != nil {
+		t.Fatal(err)
+	}
+	flushed := make(chan error, 1)
+	go func() { flushed <- l.Flush() }()
+	deadline := time.After(time.Minute)
+	select {
+	case <-fsys.reached:
+	case <-deadline:
+		t.Fatal("Flush never reached the recovery point's fsync")
+	}
+	fsys.mu.Lock()
+	fsys.failWrite, fsys.closeReleases = true, true
+	fsys.mu.Unlock()
+	if err := l.Append(build(8, 0, 2)); err == nil {
+		t.Fatal("Append with the .log failing succeeded")
+	}
+	if l.Failed() == nil {
+		t.Fatal("a failed Append left the log usable")
+	}
+	closed := make(chan int, 1)
+	go func() {
+		_ = l.Close() // the failed log's error
+		closed <- fsys.pointWrites()
+	}()
+	select {
+	case n := <-closed:
+		if n != 0 {
+			t.Fatalf("Close returned with %d recovery point writes under way", n)
+		}
+	case <-deadline:
+		t.Fatal("Close never returned")
+	}
+	select {
+	case <-flushed:
+	case <-deadline:
+		t.Fatal("Flush never returned")
 	}
 }

@@ -431,13 +431,13 @@ func (l *Log) readRecoveryPoint(fresh bool) (rp *recoveryPoint, torn bool) {
 // current end. Callers hold mu and have just fsynced it; pointMu orders
 // the write after a Flush's that is still going on (rewritePoint).
 func (l *Log) writeRecoveryPoint(rp recoveryPoint) error {
+	l.pointSeq++
 	l.pointMu.Lock()
 	err := writeFileAtomic(l.fsys, l.dir, recoveryPointName, formatRecoveryPoint(rp))
 	l.pointMu.Unlock()
 	if err != nil {
 		return err
 	}
-	l.pointSeq++
 	l.pointEnd = rp.next
 	l.lastRecoveryPoint = l.opts.Now()
 	return nil
