@@ -3,15 +3,9 @@ package fetcher
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"fmt"
 	"log/slog"
-	"math/big"
 	"net"
 	"strings"
 	"sync"
@@ -20,6 +14,7 @@ import (
 	"time"
 
 	"github.com/kfollower/kfollower/follower"
+	"github.com/kfollower/kfollower/internal/testcert"
 	"github.com/kfollower/kfollower/storage"
 	"github.com/kfollower/kfollower/wire"
 	"github.com/kfollower/kfollower/wire/batch"
@@ -652,14 +647,14 @@ func TestDirectFetchIdleRedials(t *testing.T) {
 // broker's.
 func TestDirectFetchTLSKfake(t *testing.T) {
 	const parts = 3
-	cert, pool := selfSigned(t)
+	ca := testcert.NewCA(t, "test CA")
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(parts, "tls"),
-		kfake.TLS(&tls.Config{Certificates: []tls.Certificate{cert}}))
+		kfake.TLS(&tls.Config{Certificates: []tls.Certificate{ca.Server(t).TLS}}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	clientTLS := &tls.Config{RootCAs: pool}
+	clientTLS := &tls.Config{RootCAs: ca.Pool}
 	withTLS := kgo.DialTLSConfig(clientTLS)
 	produceValues(t, c, "tls", parts, 0, 1000, withTLS)
 	p, logs, obs := &poisonPool{}, &warnings{}, &connCounter{}
@@ -679,32 +674,6 @@ func TestDirectFetchTLSKfake(t *testing.T) {
 	}
 	defer cl.Close()
 	sameAsBroker(t, cl, dir, "tls", parts, 1000)
-}
-
-// selfSigned is a certificate for 127.0.0.1 and a pool that trusts it.
-func selfSigned(t *testing.T) (tls.Certificate, *x509.CertPool) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kfake"},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-		NotBefore:   time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, pool
 }
 
 // fetchOnce sends one small Fetch on d, as a consumer (replica id -1),
