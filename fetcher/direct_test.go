@@ -15,7 +15,6 @@ import (
 
 	"github.com/kfollower/kfollower/follower"
 	"github.com/kfollower/kfollower/internal/testcert"
-	"github.com/kfollower/kfollower/storage"
 	"github.com/kfollower/kfollower/wire"
 	"github.com/kfollower/kfollower/wire/batch"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -233,24 +232,7 @@ func sameAsBroker(t *testing.T, cl *kgo.Client, dir, topic string, parts int32, 
 				off = s.Header().NextOffset()
 			}
 		}
-		l, err := storage.Open(dir, topic, p, storage.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var ours []byte
-		for off := l.LogStartOffset(); off < l.LogEndOffset(); {
-			b, err := l.Read(off, 1<<20)
-			if err != nil {
-				t.Fatal(err)
-			}
-			s := batch.NewScanner(b)
-			for s.Next() {
-				ours = append(ours, s.Batch()...)
-				off = s.Header().NextOffset()
-			}
-		}
-		end := l.LogEndOffset()
-		l.Close()
+		ours, _, end := copyOf(t, dir, topic, p)
 		if end != want || !bytes.Equal(ours, broker) {
 			t.Errorf("%s-%d: the copy ends at %d (want %d) and holds %d bytes; the broker sent %d bytes; equal: %v",
 				topic, p, end, want, len(ours), len(broker), bytes.Equal(ours, broker))

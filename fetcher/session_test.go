@@ -123,27 +123,34 @@ func waitFetches(t *testing.T, l *fetchLog, n int, what string, ok func(fetchSee
 func checkRecords(t *testing.T, dir, topic string, want map[int32]int64) {
 	t.Helper()
 	for p, n := range want {
-		l, err := storage.Open(dir, topic, p, storage.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var records int64
-		for off := l.LogStartOffset(); off < l.LogEndOffset(); {
-			b, err := l.Read(off, 1<<20)
-			if err != nil {
-				t.Fatal(err)
-			}
-			s := batch.NewScanner(b)
-			for s.Next() {
-				records += int64(s.Header().RecordCount)
-				off = s.Header().NextOffset()
-			}
-		}
-		l.Close()
-		if records != n {
+		if _, records, _ := copyOf(t, dir, topic, p); records != n {
 			t.Errorf("partition %d holds %d records, want %d", p, records, n)
 		}
 	}
+}
+
+// copyOf reads the copy of topic-p in dir: its batches, byte for byte,
+// the records they hold, and its log end.
+func copyOf(t *testing.T, dir, topic string, p int32) (batches []byte, records, end int64) {
+	t.Helper()
+	l, err := storage.Open(dir, topic, p, storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for off := l.LogStartOffset(); off < l.LogEndOffset(); {
+		b, err := l.Read(off, 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := batch.NewScanner(b)
+		for s.Next() {
+			batches = append(batches, s.Batch()...)
+			records += int64(s.Header().RecordCount)
+			off = s.Header().NextOffset()
+		}
+	}
+	return batches, records, l.LogEndOffset()
 }
 
 // Against kfake, which keeps KIP-227 sessions and leaves unchanged
