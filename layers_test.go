@@ -41,6 +41,9 @@ type layer struct {
 	// readOnly: no non-test file writes a file, opens a log for writing or
 	// produces to a cluster (see writeCalls).
 	readOnly bool
+	// testOnly: imported by tests alone, never by another package's
+	// non-test files, even one whose layer allows anything.
+	testOnly bool
 }
 
 // clockCalls read the clock.
@@ -86,6 +89,8 @@ var layers = []layer{
 	{pkg: "cmd/kfollower", allow: []string{"*"}},
 	{pkg: "integration/...", allow: []string{"*"}},
 	{pkg: "bench", allow: []string{"*"}},
+	// Test certificates: it fails the test it is given on any error.
+	{pkg: "internal/testcert", allow: []string{"std"}, testOnly: true},
 }
 
 // listed is what go list says of one package.
@@ -204,6 +209,11 @@ func TestLayers(t *testing.T) {
 				}
 				if !l.allows(p) {
 					t.Errorf("%s imports %s; %s", name, imp, l)
+				}
+				if r, ok := rel(imp); ok {
+					if j := slices.IndexFunc(layers, func(l layer) bool { return matches(l.pkg, r) }); j >= 0 && layers[j].testOnly {
+						t.Errorf("%s imports %s in a non-test file; it is for tests alone", name, imp)
+					}
 				}
 			}
 			if l.noClock {

@@ -21,11 +21,7 @@ import (
 // serves a leader epoch that never goes down, and serves nothing once Run
 // has closed the logs.
 func TestCatalogKfake(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(2), kfake.SeedTopics(2, "t", "other"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := newKfake(t, kfake.NumBrokers(2), kfake.SeedTopics(2, "t", "other"))
 	ctx := context.Background()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic("t"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {

@@ -3,15 +3,9 @@ package fetcher
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"fmt"
 	"log/slog"
-	"math/big"
 	"net"
 	"strings"
 	"sync"
@@ -20,7 +14,7 @@ import (
 	"time"
 
 	"github.com/kfollower/kfollower/follower"
-	"github.com/kfollower/kfollower/storage"
+	"github.com/kfollower/kfollower/internal/testcert"
 	"github.com/kfollower/kfollower/wire"
 	"github.com/kfollower/kfollower/wire/batch"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -238,24 +232,7 @@ func sameAsBroker(t *testing.T, cl *kgo.Client, dir, topic string, parts int32, 
 				off = s.Header().NextOffset()
 			}
 		}
-		l, err := storage.Open(dir, topic, p, storage.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var ours []byte
-		for off := l.LogStartOffset(); off < l.LogEndOffset(); {
-			b, err := l.Read(off, 1<<20)
-			if err != nil {
-				t.Fatal(err)
-			}
-			s := batch.NewScanner(b)
-			for s.Next() {
-				ours = append(ours, s.Batch()...)
-				off = s.Header().NextOffset()
-			}
-		}
-		end := l.LogEndOffset()
-		l.Close()
+		ours, _, end := copyOf(t, dir, topic, p)
 		if end != want || !bytes.Equal(ours, broker) {
 			t.Errorf("%s-%d: the copy ends at %d (want %d) and holds %d bytes; the broker sent %d bytes; equal: %v",
 				topic, p, end, want, len(ours), len(broker), bytes.Equal(ours, broker))
@@ -288,12 +265,8 @@ func leaderOf(t *testing.T, cl *kgo.Client, topic string, p int32) (int32, [16]b
 func runDirect(t *testing.T, c *kfake.Cluster, dir, topic string, df *DirectFetch, pool *poisonPool, logs *warnings,
 	obs Observer, opts ...kgo.Opt) (m *Manager, stop func() error) {
 	t.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err = New(Config{
-		Client: cl, DataDir: dir, Follow: func(tp string) bool { return tp == topic },
+	m = kfakeManager(t, c, Config{
+		DataDir: dir, Follow: func(tp string) bool { return tp == topic },
 		DirectFetch:      df,
 		MetadataInterval: 200 * time.Millisecond,
 		// Small responses: many Fetches, so many buffers, per partition.
@@ -301,51 +274,11 @@ func runDirect(t *testing.T, c *kfake.Cluster, dir, topic string, df *DirectFetc
 		Backoff:   follower.BackoffPolicy{Base: 10 * time.Millisecond, Max: 100 * time.Millisecond},
 		Logger:    slog.New(logs),
 		Observers: []Observer{obs},
-	})
-	if err != nil {
-		cl.Close()
-		t.Fatal(err)
-	}
+	}, opts...)
 	if pool != nil {
 		m.buffers = poolHook{pool}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- m.Run(ctx) }()
-	var once sync.Once
-	var runErr error
-	stop = func() error {
-		once.Do(func() { cancel(); runErr = <-done; cl.Close() })
-		return runErr
-	}
-	t.Cleanup(func() { stop() })
-	return m, stop
-}
-
-// waitEnd waits until the statuses of parts partitions add up to want
-// records, failing after a deadline.
-func waitEnd(t *testing.T, m *Manager, parts int, want int64, what string) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		var sum int64
-		ss := m.Statuses()
-		for _, s := range ss {
-			sum += s.LogEndOffset
-		}
-		if len(ss) == parts && sum == want {
-			return
-		}
-		for _, s := range ss {
-			if s.State == "stopped" || s.State == "failed" {
-				t.Fatalf("%s: %s-%d %s: %s", what, s.Topic, s.Partition, s.State, s.Error)
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: want %d records copied, statuses %+v", what, want, ss)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	return m, startManager(t, m)
 }
 
 // Fetches on the workers' own connections, against kfake, through every
@@ -360,11 +293,7 @@ func waitEnd(t *testing.T, m *Manager, parts int, want int64, what string) {
 // appended from a released buffer.
 func TestDirectFetchBuffersKfake(t *testing.T) {
 	const parts = 6
-	c, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.SeedTopics(parts, "d"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := newKfake(t, kfake.NumBrokers(3), kfake.SeedTopics(parts, "d"))
 	c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Err: kerr.NotLeaderForPartition, Count: 3})
 	c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Err: kerr.FencedLeaderEpoch, Count: 2})
 	const each = 3000 // ~700 KiB a partition: dozens of 16 KiB answers
@@ -412,7 +341,7 @@ func TestDirectFetchBuffersKfake(t *testing.T) {
 	}
 
 	m, stop = runDirect(t, c, dir, "d", df, pool, logs, obs)
-	waitEnd(t, m, parts, parts*2*each, "the second Run")
+	waitCopied(t, m, parts, parts*2*each, "the second Run")
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -441,18 +370,14 @@ func TestDirectFetchBuffersKfake(t *testing.T) {
 // connections instead; the copy is whole.
 func TestDirectFetchSASLFallsBackKfake(t *testing.T) {
 	const parts = 2
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(parts, "s"), kfake.EnableSASL(),
+	c := newKfake(t, kfake.NumBrokers(1), kfake.SeedTopics(parts, "s"), kfake.EnableSASL(),
 		kfake.Superuser("PLAIN", "admin", "secret"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
 	auth := kgo.SASL(plain.Auth{User: "admin", Pass: "secret"}.AsMechanism())
 	produceValues(t, c, "s", parts, 0, 500, auth)
 	pool, logs, obs := &poisonPool{}, &warnings{}, &connCounter{}
 	dir := t.TempDir()
 	m, stop := runDirect(t, c, dir, "s", &DirectFetch{}, pool, logs, obs, auth)
-	waitEnd(t, m, parts, parts*500, "the copy under SASL")
+	waitCopied(t, m, parts, parts*500, "the copy under SASL")
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -476,18 +401,14 @@ func TestDirectFetchSASLFallsBackKfake(t *testing.T) {
 // each Fetch dials until one succeeds: counted, not timed.
 func TestDirectFetchDialFailureRecoversKfake(t *testing.T) {
 	const parts = 2
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(parts, "r"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := newKfake(t, kfake.NumBrokers(1), kfake.SeedTopics(parts, "r"))
 	produceValues(t, c, "r", parts, 0, 2000)
 	dialed := &conns{failFirst: 3}
 	pool, logs, obs := &poisonPool{}, &warnings{}, &connCounter{}
 	dir := t.TempDir()
 	df := &DirectFetch{Dial: dialed.dial, Backoff: func(int) time.Duration { return 0 }}
 	m, stop := runDirect(t, c, dir, "r", df, pool, logs, obs)
-	waitEnd(t, m, parts, parts*2000, "the copy")
+	waitCopied(t, m, parts, parts*2000, "the copy")
 	// The long polls go on; once the dials have failed three times a
 	// Fetch goes direct, which these records then come on.
 	deadline := time.Now().Add(30 * time.Second)
@@ -498,7 +419,7 @@ func TestDirectFetchDialFailureRecoversKfake(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	produceValues(t, c, "r", parts, 2000, 1000)
-	waitEnd(t, m, parts, parts*3000, "the copy")
+	waitCopied(t, m, parts, parts*3000, "the copy")
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -535,11 +456,7 @@ func (f *failingRequester) Request(context.Context, kmsg.Request) (kmsg.Response
 // would) and the next one dials again at once, without backoff; nothing
 // goes through the fallback.
 func TestDirectFetchRedials(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "a"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := newKfake(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "a"))
 	real := c.ListenAddrs()[0]
 	var mu sync.Mutex
 	var asked []string
@@ -599,11 +516,7 @@ func TestDirectFetchRedials(t *testing.T) {
 // connection's, and its Fetch fails; past connIdle the Fetch goes on a
 // new connection.
 func TestDirectFetchIdleRedials(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "a"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := newKfake(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "a"))
 	dialed := &conns{}
 	var mu sync.Mutex
 	now := time.Unix(1_000_000, 0)
@@ -652,20 +565,16 @@ func TestDirectFetchIdleRedials(t *testing.T) {
 // broker's.
 func TestDirectFetchTLSKfake(t *testing.T) {
 	const parts = 3
-	cert, pool := selfSigned(t)
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(parts, "tls"),
-		kfake.TLS(&tls.Config{Certificates: []tls.Certificate{cert}}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	clientTLS := &tls.Config{RootCAs: pool}
+	ca := testcert.NewCA(t, "test CA")
+	c := newKfake(t, kfake.NumBrokers(1), kfake.SeedTopics(parts, "tls"),
+		kfake.TLS(&tls.Config{Certificates: []tls.Certificate{ca.Server(t).TLS}}))
+	clientTLS := &tls.Config{RootCAs: ca.Pool}
 	withTLS := kgo.DialTLSConfig(clientTLS)
 	produceValues(t, c, "tls", parts, 0, 1000, withTLS)
 	p, logs, obs := &poisonPool{}, &warnings{}, &connCounter{}
 	dir := t.TempDir()
 	m, stop := runDirect(t, c, dir, "tls", &DirectFetch{TLS: clientTLS}, p, logs, obs, withTLS)
-	waitEnd(t, m, parts, parts*1000, "the copy over TLS")
+	waitCopied(t, m, parts, parts*1000, "the copy over TLS")
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -679,32 +588,6 @@ func TestDirectFetchTLSKfake(t *testing.T) {
 	}
 	defer cl.Close()
 	sameAsBroker(t, cl, dir, "tls", parts, 1000)
-}
-
-// selfSigned is a certificate for 127.0.0.1 and a pool that trusts it.
-func selfSigned(t *testing.T) (tls.Certificate, *x509.CertPool) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kfake"},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-		NotBefore:   time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, pool
 }
 
 // fetchOnce sends one small Fetch on d, as a consumer (replica id -1),

@@ -54,11 +54,7 @@ func ticks() (chan time.Time, flushTicker) {
 // the interval (1 ns here) has passed, as before the flusher, the appends
 // fsync.
 func TestFlusherOffTheFetchPath(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(2), kfake.SeedTopics(2, "t"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := newKfake(t, kfake.NumBrokers(2), kfake.SeedTopics(2, "t"))
 	ctx := context.Background()
 	produce := func(n int) {
 		cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic("t"),
@@ -74,28 +70,17 @@ func TestFlusherOffTheFetchPath(t *testing.T) {
 		}
 	}
 	produce(20)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
 	var syncs syncCounter
-	m, err := New(Config{
-		Client: cl, DataDir: t.TempDir(), Follow: func(topic string) bool { return topic == "t" },
+	m := kfakeManager(t, c, Config{
+		DataDir: t.TempDir(), Follow: func(topic string) bool { return topic == "t" },
 		MetadataInterval: 200 * time.Millisecond,
 		Backoff:          follower.BackoffPolicy{Base: 10 * time.Millisecond, Max: 100 * time.Millisecond},
 		Logger:           slog.New(slog.DiscardHandler),
 		Storage:          storage.Options{Flush: storage.FlushInterval, FlushInterval: time.Nanosecond, OnSync: syncs.onSync},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	tick, ticker := ticks()
 	m.flushTicker = ticker
-	rctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- m.Run(rctx) }()
-	defer func() { cancel(); <-done }()
+	stop := startManager(t, m)
 
 	logs := func() []storage.Reader {
 		var out []storage.Reader
@@ -148,11 +133,9 @@ func TestFlusherOffTheFetchPath(t *testing.T) {
 	if syncs.flusher.Load() == 0 {
 		t.Errorf("the flusher made no fsync")
 	}
-	cancel()
-	if err := <-done; err != nil {
+	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	done <- nil
 }
 
 // changedRecorder records Config.Changed and the maintenance reports.

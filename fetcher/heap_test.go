@@ -1,12 +1,9 @@
 package fetcher
 
 import (
-	"context"
 	"log/slog"
 	"runtime"
 	"testing"
-
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // liveHeap is the heap in use after a full collection.
@@ -33,26 +30,15 @@ func TestLiveHeapPerPartition(t *testing.T) {
 		all[i] = int32(i)
 	}
 	produceTo(t, c, all, 1)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
 	obs := &fetchCounter{}
-	m, err := New(Config{
-		Client: cl, DataDir: t.TempDir(), Follow: func(topic string) bool { return topic == "s" },
+	m := kfakeManager(t, c, Config{
+		DataDir: t.TempDir(), Follow: func(topic string) bool { return topic == "s" },
 		Logger: slog.New(slog.DiscardHandler), Observers: []Observer{obs},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	obs.m = m
 	before := liveHeap()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- m.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-	waitCopied(t, m, parts, parts)
+	startManager(t, m)
+	waitCopied(t, m, parts, parts, "the copy")
 	obs.waitPast(t, 2) // idle: every partition's answer carried
 	perPartition := (float64(liveHeap()) - float64(before)) / parts
 	t.Logf("%d partitions: %.0f bytes of live heap a partition", parts, perPartition)

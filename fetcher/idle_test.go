@@ -1,14 +1,12 @@
 package fetcher
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -75,27 +73,16 @@ func TestIdleLongPollStepsNothing(t *testing.T) {
 					all[i] = int32(i)
 				}
 				produceTo(t, c, all, 1)
-				cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer cl.Close()
 				obs := &fetchCounter{}
-				m, err := New(Config{
-					Client: cl, DataDir: t.TempDir(), Follow: func(topic string) bool { return topic == "s" },
+				m := kfakeManager(t, c, Config{
+					DataDir: t.TempDir(), Follow: func(topic string) bool { return topic == "s" },
 					NoFetchSessions: noSessions, MetadataInterval: 50 * time.Millisecond,
 					Logger: slog.New(slog.DiscardHandler), Observers: []Observer{obs},
 				})
-				if err != nil {
-					t.Fatal(err)
-				}
 				obs.m = m
-				ctx, cancel := context.WithCancel(context.Background())
-				done := make(chan error, 1)
-				go func() { done <- m.Run(ctx) }()
-				defer func() { cancel(); <-done }()
+				startManager(t, m)
 
-				waitCopied(t, m, int(parts), int64(parts))
+				waitCopied(t, m, int(parts), int64(parts), "the copy")
 				// Two answers for every partition to be answered once
 				// with what it has copied, then three idle ones.
 				obs.waitPast(t, 2)
@@ -104,7 +91,7 @@ func TestIdleLongPollStepsNothing(t *testing.T) {
 					t.Errorf("3 idle long polls of %d partitions stepped state machines %d times, want 0", parts, d)
 				}
 				produceTo(t, c, []int32{parts - 1}, 2)
-				waitCopied(t, m, int(parts), int64(parts)+2)
+				waitCopied(t, m, int(parts), int64(parts)+2, "the 2 more records")
 				if s := status(m, "s", parts-1); s.State != "fetching" || s.LogEndOffset != 3 || s.HighWatermark != 3 {
 					t.Errorf("after 2 more records, s-%d: %+v", parts-1, s)
 				}

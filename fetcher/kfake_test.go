@@ -25,11 +25,7 @@ import (
 // each one by name; the status names the new leader; every record arrives
 // exactly once.
 func TestDriverErrorPathsKfake(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.SeedTopics(4, "t"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := newKfake(t, kfake.NumBrokers(3), kfake.SeedTopics(4, "t"))
 	faults := []struct {
 		key   kmsg.Key
 		err   *kerr.Error
@@ -60,27 +56,16 @@ func TestDriverErrorPathsKfake(t *testing.T) {
 	}
 	produce(2000)
 
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
 	dir := t.TempDir()
 	rec := &recorder{}
-	m, err := New(Config{
-		Client: cl, DataDir: dir, Follow: func(topic string) bool { return topic == "t" },
+	m := kfakeManager(t, c, Config{
+		DataDir: dir, Follow: func(topic string) bool { return topic == "t" },
 		MetadataInterval: 200 * time.Millisecond,
 		Backoff:          follower.BackoffPolicy{Base: 10 * time.Millisecond, Max: 100 * time.Millisecond},
 		Logger:           slog.New(slog.DiscardHandler),
 		Observers:        []Observer{rec},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- m.Run(rctx) }()
-	defer func() { cancel(); <-done }()
+	stop := startManager(t, m)
 
 	waitEnds := func(what string, want int64, also func(ss []Status) bool) {
 		t.Helper()
@@ -111,11 +96,9 @@ func TestDriverErrorPathsKfake(t *testing.T) {
 	if s := status(m, "t", 0); s.Leader != to || s.State != "fetching" || !s.Reconciled {
 		t.Fatalf("t-0 moved from broker %d to %d, yet its status says %+v", from, to, s)
 	}
-	cancel()
-	if err := <-done; err != nil {
+	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	done <- nil // for the deferred receive
 
 	for _, e := range rec.Events() {
 		// One deviation of kfake's is known and depends on timing: after

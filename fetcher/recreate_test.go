@@ -17,11 +17,7 @@ import (
 // topic: its partitions stop with a clear error and keep what they hold,
 // instead of reporting the new topic's offsets as loss of the old one.
 func TestRecreatedTopicStops(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "re"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := newKfake(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "re"))
 	ctx := context.Background()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
 	if err != nil {

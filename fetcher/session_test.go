@@ -63,11 +63,7 @@ func (l *fetchLog) since(n int) []fetchSeen {
 // parts partitions, its Fetch requests logged.
 func sessionCluster(t *testing.T, brokers int, parts int32) (*kfake.Cluster, *fetchLog) {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(brokers), kfake.SeedTopics(parts, "s"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
+	c := newKfake(t, kfake.NumBrokers(brokers), kfake.SeedTopics(parts, "s"))
 	l := &fetchLog{}
 	l.watch(c)
 	return c, l
@@ -77,30 +73,12 @@ func sessionCluster(t *testing.T, brokers int, parts int32) (*kfake.Cluster, *fe
 // until stop is called, which returns Run's error.
 func followWithKfake(t *testing.T, c *kfake.Cluster, dir string, noSessions bool) (m *Manager, stop func() error) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err = New(Config{
-		Client: cl, DataDir: dir, Follow: func(topic string) bool { return topic == "s" },
+	m = kfakeManager(t, c, Config{
+		DataDir: dir, Follow: func(topic string) bool { return topic == "s" },
 		NoFetchSessions: noSessions,
 		Logger:          slog.New(slog.DiscardHandler),
 	})
-	if err != nil {
-		cl.Close()
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- m.Run(ctx) }()
-	var once sync.Once
-	var runErr error
-	stop = func() error {
-		once.Do(func() { cancel(); runErr = <-done; cl.Close() })
-		return runErr
-	}
-	t.Cleanup(func() { stop() })
-	return m, stop
+	return m, startManager(t, m)
 }
 
 func produceTo(t *testing.T, c *kfake.Cluster, parts []int32, each int) {
@@ -118,27 +96,6 @@ func produceTo(t *testing.T, c *kfake.Cluster, parts []int32, each int) {
 	}
 	if err := cl.ProduceSync(context.Background(), rs...).FirstErr(); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// waitCopied waits until the statuses of all parts partitions add up to
-// want records.
-func waitCopied(t *testing.T, m *Manager, parts int, want int64) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var sum int64
-		ss := m.Statuses()
-		for _, s := range ss {
-			sum += s.LogEndOffset
-		}
-		if len(ss) == parts && sum == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("want %d records copied, statuses %+v", want, ss)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -166,27 +123,34 @@ func waitFetches(t *testing.T, l *fetchLog, n int, what string, ok func(fetchSee
 func checkRecords(t *testing.T, dir, topic string, want map[int32]int64) {
 	t.Helper()
 	for p, n := range want {
-		l, err := storage.Open(dir, topic, p, storage.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var records int64
-		for off := l.LogStartOffset(); off < l.LogEndOffset(); {
-			b, err := l.Read(off, 1<<20)
-			if err != nil {
-				t.Fatal(err)
-			}
-			s := batch.NewScanner(b)
-			for s.Next() {
-				records += int64(s.Header().RecordCount)
-				off = s.Header().NextOffset()
-			}
-		}
-		l.Close()
-		if records != n {
+		if _, records, _ := copyOf(t, dir, topic, p); records != n {
 			t.Errorf("partition %d holds %d records, want %d", p, records, n)
 		}
 	}
+}
+
+// copyOf reads the copy of topic-p in dir: its batches, byte for byte,
+// the records they hold, and its log end.
+func copyOf(t *testing.T, dir, topic string, p int32) (batches []byte, records, end int64) {
+	t.Helper()
+	l, err := storage.Open(dir, topic, p, storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for off := l.LogStartOffset(); off < l.LogEndOffset(); {
+		b, err := l.Read(off, 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := batch.NewScanner(b)
+		for s.Next() {
+			batches = append(batches, s.Batch()...)
+			records += int64(s.Header().RecordCount)
+			off = s.Header().NextOffset()
+		}
+	}
+	return batches, records, l.LogEndOffset()
 }
 
 // Against kfake, which keeps KIP-227 sessions and leaves unchanged
@@ -209,7 +173,7 @@ func TestFetchSessionKfake(t *testing.T) {
 
 	dir := t.TempDir()
 	m, stop := followWithKfake(t, c, dir, false)
-	waitCopied(t, m, parts, parts*5)
+	waitCopied(t, m, parts, parts*5, "the first records")
 	if first := l.since(0)[0]; first.sessionID != 0 || first.epoch != 0 || first.named == 0 {
 		t.Fatalf("first Fetch %+v, want a full one creating a session (session 0, epoch 0)", first)
 	}
@@ -231,7 +195,7 @@ func TestFetchSessionKfake(t *testing.T) {
 	n = len(l.since(0))
 	produceTo(t, c, []int32{7}, 3)
 	want[7] += 3
-	waitCopied(t, m, parts, parts*5+3)
+	waitCopied(t, m, parts, parts*5+3, "the records for partition 7")
 	// The Fetch that got the records names 7 (or none, if it was already
 	// in the air); the next names 7 alone, at its new offset.
 	moved := waitFetches(t, l, n, "naming partition 7", func(s fetchSeen) bool { return s.named > 0 })
@@ -261,7 +225,7 @@ func TestFetchSessionKfakeDisabled(t *testing.T) {
 	produceTo(t, c, []int32{0, 1, 2, 3}, 2)
 	dir := t.TempDir()
 	m, stop := followWithKfake(t, c, dir, true)
-	waitCopied(t, m, parts, parts*2)
+	waitCopied(t, m, parts, parts*2, "the copy")
 	waitFetches(t, l, 1, "after the first", func(fetchSeen) bool { return true })
 	if err := stop(); err != nil {
 		t.Fatal(err)
@@ -298,7 +262,7 @@ func TestFetchSessionKfakeHandOff(t *testing.T) {
 	}
 	dir := t.TempDir()
 	m, stop := followWithKfake(t, c, dir, false)
-	waitCopied(t, m, parts, parts*5)
+	waitCopied(t, m, parts, parts*5, "the first records")
 	// Both brokers' sessions are made and idle.
 	n := len(l.since(0))
 	for _, node := range []int32{from, to} {
@@ -315,7 +279,7 @@ func TestFetchSessionKfakeHandOff(t *testing.T) {
 		return s.node == to && s.epoch > 0 && slices.Contains(s.partitions, 0)
 	})
 	produceTo(t, c, all, 2)
-	waitCopied(t, m, parts, parts*7)
+	waitCopied(t, m, parts, parts*7, "the records after the hand-off")
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}

@@ -3,20 +3,15 @@ package wire
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"errors"
-	"math/big"
 	"net"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/kfollower/kfollower/internal/testcert"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -451,43 +446,17 @@ func TestSkipHeader(t *testing.T) {
 	}
 }
 
-// selfSigned is a certificate for 127.0.0.1 and a pool that trusts it.
-func selfSigned(t *testing.T) (tls.Certificate, *x509.CertPool) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kfake"},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-		NotBefore:   time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, pool
-}
-
 // Over TLS, the server name taken from the address, a Fetch is answered;
 // a client that does not trust the broker's certificate fails to dial.
 func TestFetchConnTLS(t *testing.T) {
-	cert, pool := selfSigned(t)
-	c, _, id := fetchClusterTLS(t, 10, &tls.Config{Certificates: []tls.Certificate{cert}}, &tls.Config{RootCAs: pool})
+	ca := testcert.NewCA(t, "test CA")
+	c, _, id := fetchClusterTLS(t, 10, &tls.Config{Certificates: []tls.Certificate{ca.Server(t).TLS}}, &tls.Config{RootCAs: ca.Pool})
 	ctx := context.Background()
 	addr := c.ListenAddrs()[0]
 	if _, err := DialFetchConn(ctx, addr, FetchConnConfig{TLS: &tls.Config{}}); err == nil {
 		t.Fatal("dialled a broker whose certificate is not trusted")
 	}
-	fc, err := DialFetchConn(ctx, addr, FetchConnConfig{TLS: &tls.Config{RootCAs: pool}})
+	fc, err := DialFetchConn(ctx, addr, FetchConnConfig{TLS: &tls.Config{RootCAs: ca.Pool}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,14 +2,9 @@ package server
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
 	"crypto/x509/pkix"
 	"errors"
-	"math/big"
 	"net"
 	"strings"
 	"sync"
@@ -17,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kfollower/kfollower/authz"
+	"github.com/kfollower/kfollower/internal/testcert"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -420,59 +416,12 @@ func TestSASLOff(t *testing.T) {
 	}
 }
 
-// pki is a CA and certificates it signs.
-type pki struct {
-	ca     *x509.Certificate
-	caKey  *ecdsa.PrivateKey
-	pool   *x509.CertPool
-	serial int64
-}
-
-func newPKI(t *testing.T) *pki {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, _ := x509.ParseCertificate(der)
-	pool := x509.NewCertPool()
-	pool.AddCert(ca)
-	return &pki{ca: ca, caKey: key, pool: pool, serial: 1}
-}
-
-func (p *pki) issue(t *testing.T, subject pkix.Name, server bool) tls.Certificate {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.serial++
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(p.serial), Subject: subject,
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
-	if server {
-		tmpl.ExtKeyUsage, tmpl.IPAddresses = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, []net.IP{net.IPv4(127, 0, 0, 1)}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.ca, &key.PublicKey, p.caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
-}
-
 // Mutual TLS: the certificate's subject maps to the principal through the
 // rules; alice reads only t; a client without a certificate, or one the
 // CA did not sign, fails the handshake; a subject no rule maps fails
 // authentication.
 func TestMutualTLS(t *testing.T) {
-	ca, other := newPKI(t), newPKI(t)
+	ca, other := testcert.NewCA(t, "test CA"), testcert.NewCA(t, "another CA")
 	mapper, err := authz.ParseMappingRules(`RULE:^CN=([a-z]+),OU=readers$/$1/L`)
 	if err != nil {
 		t.Fatal(err)
@@ -480,18 +429,18 @@ func TestMutualTLS(t *testing.T) {
 	rec := newRecorder()
 	cat := secCatalog(t)
 	_, addr := testServer(t, cat, func(c *Config) {
-		c.TLS = &tls.Config{Certificates: []tls.Certificate{ca.issue(t, pkix.Name{CommonName: "kf"}, true)},
-			ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: ca.pool, MinVersion: tls.VersionTLS12}
+		c.TLS = &tls.Config{Certificates: []tls.Certificate{ca.Server(t).TLS},
+			ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: ca.Pool, MinVersion: tls.VersionTLS12}
 		c.CertPrincipal, c.Authorizer, c.Observer, c.Logger = mapper.Principal, testRules(t), rec, quiet
 	})
 	client := func(cert *tls.Certificate) kgo.Opt {
-		cfg := &tls.Config{RootCAs: ca.pool, MinVersion: tls.VersionTLS12}
+		cfg := &tls.Config{RootCAs: ca.Pool, MinVersion: tls.VersionTLS12}
 		if cert != nil {
 			cfg.Certificates = []tls.Certificate{*cert}
 		}
 		return kgo.DialTLSConfig(cfg)
 	}
-	alice := ca.issue(t, pkix.Name{CommonName: "alice", OrganizationalUnit: []string{"readers"}}, false)
+	alice := ca.Client(t, pkix.Name{CommonName: "alice", OrganizationalUnit: []string{"readers"}}).TLS
 	if n, err := readAll(t, addr, "t", 6, client(&alice)); err != nil || n != 6 {
 		t.Fatalf("alice: %d records, %v", n, err)
 	}
@@ -499,8 +448,8 @@ func TestMutualTLS(t *testing.T) {
 	if got := rec.get(func(r *recorder) int { return r.auth["TLS ok"] }); got == 0 {
 		t.Errorf("no TLS authentication counted: %v", rec.auth)
 	}
-	unmapped := ca.issue(t, pkix.Name{CommonName: "Alice", OrganizationalUnit: []string{"writers"}}, false)
-	stranger := other.issue(t, pkix.Name{CommonName: "alice", OrganizationalUnit: []string{"readers"}}, false)
+	unmapped := ca.Client(t, pkix.Name{CommonName: "Alice", OrganizationalUnit: []string{"writers"}}).TLS
+	stranger := other.Client(t, pkix.Name{CommonName: "alice", OrganizationalUnit: []string{"readers"}}).TLS
 	for name, cert := range map[string]*tls.Certificate{"no certificate": nil, "another CA": &stranger, "no rule maps it": &unmapped} {
 		if _, err := request(t, addr, kmsg.NewPtrMetadataRequest(), client(cert)); err == nil {
 			t.Errorf("%s: Metadata answered", name)
@@ -568,7 +517,7 @@ func TestMaxConnections(t *testing.T) {
 // that never starts its TLS handshake are closed at the idle timeout and
 // counted, each by its reason.
 func TestSlowClients(t *testing.T) {
-	ca := newPKI(t)
+	ca := testcert.NewCA(t, "test CA")
 	for _, tc := range []struct {
 		name, reason string
 		tls          bool
@@ -583,7 +532,7 @@ func TestSlowClients(t *testing.T) {
 			_, addr := testServer(t, secCatalog(t), func(c *Config) {
 				c.IdleTimeout, c.Observer, c.Logger = 300*time.Millisecond, rec, quiet
 				if tc.tls {
-					c.TLS = &tls.Config{Certificates: []tls.Certificate{ca.issue(t, pkix.Name{CommonName: "kf"}, true)}}
+					c.TLS = &tls.Config{Certificates: []tls.Certificate{ca.Server(t).TLS}}
 				}
 			})
 			c := dial(t, addr)
