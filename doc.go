@@ -21,6 +21,9 @@
 //	storage        the Kafka-format log: segments, indexes, epochs, recovery
 //	wire/batch     the record-batch v2 format (pure)
 //
+// internal/testcert makes test certificates (a CA, server and client
+// certificates, as tls and PEM) and is imported by tests alone.
+//
 // follower and storage sit side by side and never import each other: storage
 // satisfies follower's read-only view of a log. wire never imports follower:
 // the fetcher maps one to the other. audit never imports follower, fetcher
