@@ -108,9 +108,10 @@ type Tick struct{}
 // partition). They all wait for the same thing, the broker's take-over, so
 // a retry pulled earlier asks no sooner than one of them does anyway.
 // Kafka's replica fetcher has one round too
-// (AbstractFetcherThread.maybeTruncate sends every truncating partition
-// that is not delayed in one request), but a broker is handed its new
-// partitions at once, from one metadata delta.
+// (AbstractFetcherThread.maybeTruncate gathers its truncating partitions,
+// fetchTruncatingPartitions, into one request), and a broker is handed the
+// partitions it follows at once, from one metadata delta
+// (ReplicaManager.applyDelta, addFetcherForPartitions).
 type EpochRound struct {
 	Leader int32
 }
