@@ -50,7 +50,10 @@ import (
 //     reconciled with its new leader and is fetching again (under 2 s),
 //     with the OffsetsForLeaderEpoch requests that took: one per broker
 //     per round is the goal, as Kafka's fetcher threads batch them, so
-//     requests per broker should equal epoch queries per partition.
+//     requests per broker should equal the rounds its take-over took: the
+//     most epoch queries any one of its partitions got. (The mean per
+//     partition is lower: a partition whose leader took over early is
+//     out of the later rounds, and a take-over spreads over seconds.)
 //
 // A leader move is bounded by Kafka's own take-over (a new leader answers
 // UNKNOWN_LEADER_EPOCH until it has applied the change), which at
@@ -465,11 +468,12 @@ func (mv scaleMove) measure(ctx context.Context, name, what string, want []newLe
 	perPartition := float64(window.epochQueries) / float64(mv.partitions)
 	b.Logf("%s (%s): reconciled %v after the move began (goal < 2 s); the cluster's last new leader took over by %v (not yet at %v), "+
 		"so kfollower's own share is %v after it; per partition, reconciled after its own new leader took over: median %v, p99 %v, max %v "+
-		"(%d reconciliations seen); OffsetsForLeaderEpoch requests per broker %v, %.2f queries per partition (goal: requests per broker = queries per partition); "+
+		"(%d reconciliations seen); OffsetsForLeaderEpoch requests per broker %v, rounds per broker (the most queries one of its partitions got) %v, "+
+		"%.2f queries per partition on average (goal: requests per broker = rounds, one request per broker per round); "+
 		"the move's call returned after %v; %s; judge: %s; load average %s",
 		name, what, reconcile.Round(time.Millisecond), okAt.Round(time.Millisecond), notYet.Round(time.Millisecond),
 		(reconcile - okAt).Round(time.Millisecond), quantile(0.5), quantile(0.99), quantile(1), len(after),
-		window.epochRequestsPerBroker(), perPartition, moveTook.Round(time.Millisecond), window, j.t, loadAverage())
+		window.epochRequestsPerBroker(), window.epochRoundsPerBroker(), perPartition, moveTook.Round(time.Millisecond), window, j.t, loadAverage())
 	for _, e := range window.timeline {
 		b.Logf("  %s", e)
 	}
@@ -543,9 +547,13 @@ type scaleWindow struct {
 	firstReconciled             time.Duration
 	epochRequests, epochQueries int
 	epochByBroker               map[int32]int
-	results                     map[string]int
-	fetches, fetchPartitions    int
-	fetchLatency                time.Duration
+	// asked counts, by broker, how often each partition was asked about
+	// its epoch: the most any one partition was asked is the rounds that
+	// broker's take-over took, which one request per round matches.
+	asked                    map[int32]map[int32]int
+	results                  map[string]int
+	fetches, fetchPartitions int
+	fetchLatency             time.Duration
 	// since is when the window began; timeline lists its epoch requests,
 	// leader changes and reconciliations in time since then.
 	since                          time.Time
@@ -575,6 +583,12 @@ func (c *scaleCounts) RequestDone(s fetcher.RequestStats) {
 		c.epochRequests++
 		c.epochQueries += s.Partitions
 		c.epochByBroker[s.Broker]++
+		if c.asked[s.Broker] == nil {
+			c.asked[s.Broker] = map[int32]int{}
+		}
+		for _, tp := range s.Asked {
+			c.asked[s.Broker][tp.Partition]++
+		}
 		end := time.Since(c.since)
 		c.timeline = append(c.timeline, fmt.Sprintf("%v-%v broker %d: %d queries %v", (end-s.Latency).Round(time.Millisecond),
 			end.Round(time.Millisecond), s.Broker, s.Partitions, s.Results))
@@ -652,7 +666,7 @@ func (c *scaleCounts) take() scaleWindow {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	w := c.scaleWindow
-	c.scaleWindow = scaleWindow{epochByBroker: map[int32]int{}, results: map[string]int{}, reconciledAt: map[int32]time.Duration{}, since: time.Now(),
+	c.scaleWindow = scaleWindow{epochByBroker: map[int32]int{}, asked: map[int32]map[int32]int{}, results: map[string]int{}, reconciledAt: map[int32]time.Duration{}, since: time.Now(),
 		detail: w.detail, appended: map[int32]bool{}, want: w.want, allAppended: w.allAppended}
 	return w
 }
@@ -719,6 +733,21 @@ func (w scaleWindow) epochRequestsPerBroker() string {
 	var out []string
 	for id, n := range w.epochByBroker {
 		out = append(out, fmt.Sprintf("%d=%d", id, n))
+	}
+	sort.Strings(out)
+	return "[" + strings.Join(out, " ") + "]"
+}
+
+// epochRoundsPerBroker is "broker=rounds" for each broker asked: the most
+// epoch queries any one of its partitions got.
+func (w scaleWindow) epochRoundsPerBroker() string {
+	var out []string
+	for id, ps := range w.asked {
+		most := 0
+		for _, n := range ps {
+			most = max(most, n)
+		}
+		out = append(out, fmt.Sprintf("%d=%d", id, most))
 	}
 	sort.Strings(out)
 	return "[" + strings.Join(out, " ") + "]"

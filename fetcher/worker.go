@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -613,8 +614,11 @@ func (w *worker) receive(f *flight) (ahead map[wire.TopicPartition]wire.FetchPar
 	cfg := &w.m.cfg
 	stats := RequestStats{Broker: w.id, Key: f.key, Partitions: len(f.reqIDs), Named: len(f.reqIDs), Latency: now.Sub(f.sent), Err: f.err,
 		Direct: f.direct, ResponseBytes: int64(len(f.buf.Bytes()))}
-	if f.key == kmsg.Fetch {
+	switch f.key {
+	case kmsg.Fetch:
 		stats.Partitions = len(f.order) // with those of a Fetch ahead that none was bound to
+	case kmsg.OffsetForLeaderEpoch:
+		stats.Asked = slices.Collect(maps.Keys(f.reqIDs))
 	}
 	defer func() { cfg.observe().RequestDone(stats) }()
 	step := func(tp wire.TopicPartition, msg follower.Msg) bool {
