@@ -274,9 +274,10 @@ func (w *worker) tick(now time.Time) {
 // worker from Metadata and hand-offs over seconds, and each batch it
 // answered at another moment waited from then; on their own timers they
 // never merged, and a leader move of 10,000 partitions took several
-// requests per broker per round (issue 14: 17-28 per broker against 7-9
-// queries per partition). Only the state machines that say they join
-// (JoinsEpochRound) are stepped: an idle partition stays idle.
+// requests per broker per round (issue 14: in BenchmarkScale's moves a
+// third of a broker's epoch requests split a round). Only the state
+// machines that say they join (JoinsEpochRound) are stepped: an idle
+// partition stays idle.
 func (w *worker) joinEpochRound(now time.Time) {
 	for _, p := range w.parts {
 		if p.sm.JoinsEpochRound(w.id) {

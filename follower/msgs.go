@@ -103,9 +103,9 @@ type Tick struct{}
 // The partitions a broker takes over reach the driver from Metadata at
 // different moments, and each batch that broker answered at a different
 // moment waits from then: without joining, every batch retried on its own
-// timer, several requests per broker per round of a leader move (issue 14,
-// BenchmarkScale: 17-28 requests per broker against 7-9 queries per
-// partition). They all wait for the same thing, the broker's take-over, so
+// timer, several requests per broker per round of a leader move (issue 14:
+// in BenchmarkScale's moves a third of a broker's epoch requests split a
+// round). They all wait for the same thing, the broker's take-over, so
 // a retry pulled earlier asks no sooner than one of them does anyway.
 // Kafka's replica fetcher has one round too
 // (AbstractFetcherThread.maybeTruncate gathers its truncating partitions,
