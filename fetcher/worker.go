@@ -248,42 +248,57 @@ func (w *worker) release(b *wire.FetchBuffer) {
 }
 
 // tick steps Tick into the partitions whose backoff is over; to any
-// other, Tick is nothing. If that sends this broker epoch queries again,
-// the partitions waiting for the same broker's take-over join them
-// (joinEpochRound).
+// other, Tick is nothing.
 func (w *worker) tick(now time.Time) {
-	round := false
 	for _, p := range w.parts {
 		if at := p.sm.NextWake(); !at.IsZero() && !now.Before(at) {
 			p.tick(w.m, now)
-			if leader, _ := p.sm.Leader(); leader == w.id && p.sm.State() == follower.StateReconciling {
-				round = true
-			}
 		}
-	}
-	if round {
-		w.joinEpochRound(now)
 	}
 }
 
 // joinEpochRound steps follower.EpochRound into the partitions that wait
 // out a backoff to ask this broker about their epoch again after it
 // answered them UNKNOWN_LEADER_EPOCH or NOT_LEADER_OR_FOLLOWER
-// (follower.Together), now that a retry to it is due: their queries go out
-// in the same request. The partitions a broker takes over come to this
-// worker from Metadata and hand-offs over seconds, and each batch it
-// answered at another moment waited from then; on their own timers they
-// never merged, and a leader move of 10,000 partitions took several
-// requests per broker per round (issue 14: in BenchmarkScale's moves a
-// third of a broker's epoch requests split a round). Only the state
+// (follower.Together), when epoch queries to it are about to go out (a
+// retry that fell due, or a partition's first query): theirs go in the
+// same request, which is one round. The partitions a broker takes over
+// come to this worker from Metadata and hand-offs over seconds; each
+// batch it answered at another moment waited from then, and a batch
+// whose wait ended while another's request was in the air went alone
+// after it, so on their own timers they never merged: a third of a
+// broker's epoch requests in BenchmarkScale's moves split a round
+// (issue 14). Joining before every send, not only at a tick, also takes
+// in a batch answered between the tick and the send. Only the state
 // machines that say they join (JoinsEpochRound) are stepped: an idle
 // partition stays idle.
 func (w *worker) joinEpochRound(now time.Time) {
+	var joiners []*part
+	asks := false
 	for _, p := range w.parts {
-		if p.sm.JoinsEpochRound(w.id) {
-			p.step(now, follower.EpochRound{Leader: w.id})
+		switch {
+		case p.sm.JoinsEpochRound(w.id):
+			joiners = append(joiners, p)
+		case !asks:
+			asks = w.asksEpoch(p)
 		}
 	}
+	if !asks {
+		return
+	}
+	for _, p := range joiners {
+		p.step(now, follower.EpochRound{Leader: w.id})
+	}
+}
+
+// asksEpoch reports whether p has an epoch query for this broker to send:
+// handed out and not yet sent, or to be handed out by its next Ready.
+func (w *worker) asksEpoch(p *part) bool {
+	if r, ok := p.pending.(*follower.OffsetsForLeaderEpoch); ok {
+		return r.Leader == w.id
+	}
+	leader, _ := p.sm.Leader()
+	return leader == w.id && p.sm.State() == follower.StateReconciling && p.sm.InFlight() == nil
 }
 
 // handleAll carries out the orders posted since last time; it reports an
