@@ -17,8 +17,13 @@ type RequestStats struct {
 	// one ListOffsets round trip takes.
 	Key        kmsg.Key
 	Partitions int
-	Latency    time.Duration
-	Err        error // transport error, nil on a response
+	// Asked names the partitions of an OffsetForLeaderEpoch request (nil
+	// for the other APIs), so that an observer can tell how many rounds
+	// each partition took against how many requests its broker got: one
+	// request per broker per round is the goal (follower.EpochRound).
+	Asked   []wire.TopicPartition
+	Latency time.Duration
+	Err     error // transport error, nil on a response
 	// FetchedBytes and FetchedRecords count the record batches a Fetch
 	// response carried (records from the batch headers, nothing
 	// decompressed; bytes of a partial last batch included).

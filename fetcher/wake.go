@@ -15,10 +15,19 @@ import (
 // OffsetsForLeaderEpoch round of every partition a broker answered
 // UNKNOWN_LEADER_EPOCH while taking over, follower.Together) then waited
 // for one more long poll, every round of a leader move.
+//
+// Then, if epoch queries to this broker are about to go out, the
+// partitions waiting for its take-over join them (joinEpochRound); with
+// nobody waiting there is nothing to join, so an idle worker skips it.
 func (w *worker) tickDue(now time.Time) {
-	if at, ok := w.nextWake(); ok && !now.Before(at) {
+	at, ok := w.nextWake()
+	if !ok {
+		return
+	}
+	if !now.Before(at) {
 		w.tick(now)
 	}
+	w.joinEpochRound(now)
 }
 
 // limits is the Fetch limits with the long poll cut to end when the

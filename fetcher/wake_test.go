@@ -76,3 +76,35 @@ func TestLongPollEndsWithBackoff(t *testing.T) {
 		t.Errorf("t-1's long poll waits %v while t-0's backoff has %v left: want it to end with the backoff", got, left)
 	}
 }
+
+// TestEpochRetriesJoin: the partitions one broker answered
+// UNKNOWN_LEADER_EPOCH at different moments go out in one request. t-0
+// and t-2 move to broker 2 first; t-1 follows in a later Metadata answer,
+// while their query is in the air. When it lands, t-0, which the broker
+// has not yet taken over, joins t-1's first query instead of waiting on
+// its own timer to go alone, 100 ms later, and every round after
+// (follower.EpochRound); t-2, whose backoff is its own
+// (UNKNOWN_SERVER_ERROR, jittered), does not. Then t-0 and t-1, answered
+// so together but at their second and first attempt, would wait 200 and
+// 100 ms: when t-1's retry falls due, t-0 joins it.
+func TestEpochRetriesJoin(t *testing.T) {
+	e := newDriverEnv(t)
+	defer e.close()
+	step := func(cmd, args, input string) string { return e.step(t, "wake_test", cmd, args, input) }
+	step("metadata", "", "t-0 leader=1 epoch=1\nt-1 leader=1 epoch=1\nt-2 leader=1 epoch=1")
+	step("reply", "broker=1", "t-0 records=0-4 epoch=1 hw=5\nt-1 records=0-4 epoch=1 hw=5\nt-2 records=0-4 epoch=1 hw=5")
+	if out := step("metadata", "", "t-0 leader=2 epoch=2\nt-1 leader=1 epoch=1\nt-2 leader=2 epoch=2"); !strings.Contains(out, "broker 2 <- OffsetForLeaderEpoch t-0 epoch=1 fence=2, t-2 epoch=1 fence=2\n") {
+		t.Fatalf("no epoch query of t-0 and t-2 to their new leader:\n%s", out)
+	}
+	step("metadata", "", "t-0 leader=2 epoch=2\nt-1 leader=2 epoch=2\nt-2 leader=2 epoch=2")
+	out := step("reply", "broker=2", "t-0 error=UNKNOWN_LEADER_EPOCH\nt-2 error=UNKNOWN_SERVER_ERROR")
+	if !strings.Contains(out, "broker 2 <- OffsetForLeaderEpoch t-0 epoch=1 fence=2, t-1 epoch=1 fence=2\n") {
+		t.Fatalf("t-0, waiting for broker 2's take-over, does not join t-1's first query (or t-2, waiting for its own reason, does):\n%s", out)
+	}
+	step("reply", "broker=2", "t-0 error=UNKNOWN_LEADER_EPOCH\nt-1 error=UNKNOWN_LEADER_EPOCH")
+	// t-2's jittered wait (at most 100 ms) is over too by then.
+	out = step("tick", "advance=100ms", "")
+	if !strings.Contains(out, "broker 2 <- OffsetForLeaderEpoch t-0 epoch=1 fence=2, t-1 epoch=1 fence=2, t-2 epoch=1 fence=2\n") {
+		t.Fatalf("t-1's retry falls due and t-0, with 100 ms of its wait left, does not join it:\n%s", out)
+	}
+}

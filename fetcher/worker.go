@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -254,6 +255,50 @@ func (w *worker) tick(now time.Time) {
 			p.tick(w.m, now)
 		}
 	}
+}
+
+// joinEpochRound steps follower.EpochRound into the partitions that wait
+// out a backoff to ask this broker about their epoch again after it
+// answered them UNKNOWN_LEADER_EPOCH or NOT_LEADER_OR_FOLLOWER
+// (follower.Together), when epoch queries to it are about to go out (a
+// retry that fell due, or a partition's first query): theirs go in the
+// same request, which is one round. The partitions a broker takes over
+// come to this worker from Metadata and hand-offs over seconds; each
+// batch it answered at another moment waited from then, and a batch
+// whose wait ended while another's request was in the air went alone
+// after it, so on their own timers they never merged: a third of a
+// broker's epoch requests in BenchmarkScale's moves split a round
+// (issue 14). Joining before every send, not only at a tick, also takes
+// in a batch answered between the tick and the send. Only the state
+// machines that say they join (JoinsEpochRound) are stepped: an idle
+// partition stays idle.
+func (w *worker) joinEpochRound(now time.Time) {
+	var joiners []*part
+	asks := false
+	for _, p := range w.parts {
+		switch {
+		case p.sm.JoinsEpochRound(w.id):
+			joiners = append(joiners, p)
+		case !asks:
+			asks = w.asksEpoch(p)
+		}
+	}
+	if !asks {
+		return
+	}
+	for _, p := range joiners {
+		p.step(now, follower.EpochRound{Leader: w.id})
+	}
+}
+
+// asksEpoch reports whether p has an epoch query for this broker to send:
+// handed out and not yet sent, or to be handed out by its next Ready.
+func (w *worker) asksEpoch(p *part) bool {
+	if r, ok := p.pending.(*follower.OffsetsForLeaderEpoch); ok {
+		return r.Leader == w.id
+	}
+	leader, _ := p.sm.Leader()
+	return leader == w.id && p.sm.State() == follower.StateReconciling && p.sm.InFlight() == nil
 }
 
 // handleAll carries out the orders posted since last time; it reports an
@@ -585,8 +630,11 @@ func (w *worker) receive(f *flight) (ahead map[wire.TopicPartition]wire.FetchPar
 	cfg := &w.m.cfg
 	stats := RequestStats{Broker: w.id, Key: f.key, Partitions: len(f.reqIDs), Named: len(f.reqIDs), Latency: now.Sub(f.sent), Err: f.err,
 		Direct: f.direct, ResponseBytes: int64(len(f.buf.Bytes()))}
-	if f.key == kmsg.Fetch {
+	switch f.key {
+	case kmsg.Fetch:
 		stats.Partitions = len(f.order) // with those of a Fetch ahead that none was bound to
+	case kmsg.OffsetForLeaderEpoch:
+		stats.Asked = slices.Collect(maps.Keys(f.reqIDs))
 	}
 	defer func() { cfg.observe().RequestDone(stats) }()
 	step := func(tp wire.TopicPartition, msg follower.Msg) bool {

@@ -32,6 +32,7 @@ import (
 //	reply-offsets [id=N] [start=N] [end=N] [error=NAME]
 //	fail [id=N] [error=NAME|text]
 //	tick [advance=DURATION]
+//	round leader=N     (EpochRound: the driver sends broker N a round of epoch queries)
 //	status | log | stop
 func TestStories(t *testing.T) {
 	paths, err := filepath.Glob("testdata/*.txt")
@@ -168,6 +169,10 @@ func (e *storyEnv) handle(t *testing.T, d *datadriven.TestData) string {
 		}
 		fmt.Fprintf(&out, "now %s\n", e.now.Format("15:04:05.000"))
 		err = e.p.Step(e.now, Tick{})
+	case "round":
+		leader := int32(argInt(t, d, "leader"))
+		fmt.Fprintf(&out, "joins=%t\n", e.p.JoinsEpochRound(leader))
+		err = e.p.Step(e.now, EpochRound{Leader: leader})
 	case "stop":
 		err = e.p.Step(e.now, Stop{})
 	case "status":

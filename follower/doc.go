@@ -56,6 +56,10 @@
 //  5. Step Tick when NextWake has passed (after a backoff). In
 //     StateStorageBackoff, first make the log usable again (reopen it); if
 //     that fails, step ActionFailed{Transient} instead, which waits longer.
+//  6. Before sending a broker an OffsetsForLeaderEpoch request, step
+//     EpochRound{Leader: broker} into its other partitions that
+//     JoinsEpochRound (they wait for the same broker's take-over), so that
+//     one request per broker carries each round.
 //
 // # Protocol decisions
 //

@@ -5,7 +5,7 @@ import "errors"
 // The inputs: what the driver steps into a Partition.
 
 // Msg is an input to Partition.Step: LeaderChange, EpochReply, FetchReply,
-// OffsetsReply, RequestFailed, ActionFailed, Tick or Stop.
+// OffsetsReply, RequestFailed, ActionFailed, Tick, EpochRound or Stop.
 type Msg interface{ isMsg() }
 
 // LeaderChange is the partition's leader and leader epoch from Metadata (or
@@ -93,6 +93,29 @@ type ActionFailed struct {
 // now >= NextWake().
 type Tick struct{}
 
+// EpochRound tells the partition that the driver is about to send broker
+// Leader a round of OffsetsForLeaderEpoch requests, batched as one: a
+// partition that waits out a Together backoff (UNKNOWN_LEADER_EPOCH or
+// NOT_LEADER_OR_FOLLOWER: a broker still taking over) to ask that same
+// broker about its epoch ends its wait and joins the round (JoinsEpochRound
+// says whether it would). Anything else is nothing to it.
+//
+// The partitions a broker takes over reach the driver from Metadata at
+// different moments, and each batch that broker answered at a different
+// moment waits from then: without joining, every batch retried on its own
+// timer, several requests per broker per round of a leader move (issue 14:
+// in BenchmarkScale's moves a third of a broker's epoch requests split a
+// round). They all wait for the same thing, the broker's take-over, so
+// a retry pulled earlier asks no sooner than one of them does anyway.
+// Kafka's replica fetcher has one round too
+// (AbstractFetcherThread.maybeTruncate gathers its truncating partitions,
+// fetchTruncatingPartitions, into one request), and a broker is handed the
+// partitions it follows at once, from one metadata delta
+// (ReplicaManager.applyDelta, addFetcherForPartitions).
+type EpochRound struct {
+	Leader int32
+}
+
 // Stop stops the partition for good (removed from the follow list, or the
 // process shutting down).
 type Stop struct{}
@@ -104,6 +127,7 @@ func (OffsetsReply) isMsg()  {}
 func (RequestFailed) isMsg() {}
 func (ActionFailed) isMsg()  {}
 func (Tick) isMsg()          {}
+func (EpochRound) isMsg()    {}
 func (Stop) isMsg()          {}
 
 // ErrStale is returned by Step for a reply to a request that is no longer the

@@ -159,10 +159,28 @@ func (p *Partition) Step(now time.Time, m Msg) error {
 				p.startReconcile(CauseEpochReply, -1)
 			}
 		}
+	case EpochRound:
+		if p.JoinsEpochRound(m.Leader) {
+			// As at the backoff's end (Tick): the same request again,
+			// with the attempts so far, so its next wait after a failure
+			// is the one it would have had.
+			p.state, p.wakeAt = p.resume, time.Time{}
+		}
 	case Stop:
 		p.stop(nil)
 	}
 	return nil
+}
+
+// JoinsEpochRound reports whether stepping EpochRound{Leader: leader}
+// would end this partition's wait: it backs off after an error its broker
+// gives every partition it has not yet taken over (Together), to ask leader
+// about its epoch again. A partition whose leader or leader epoch changed
+// since is no longer waiting (a new epoch starts a new reconciliation; a
+// new broker under the same epoch is asked by its own round), nor is one
+// whose wait has another reason (jittered: an error of its own).
+func (p *Partition) JoinsEpochRound(leader int32) bool {
+	return p.state == StateBackoff && p.resume == StateReconciling && p.leader == leader && p.leader >= 0 && Together(p.lastErr)
 }
 
 func (p *Partition) onLeaderChange(m LeaderChange) {
