@@ -76,6 +76,7 @@ type flushable interface {
 	PrepareFlush() error
 	Flush() error
 	FlushDue() bool
+	AtRest() bool
 }
 
 // flushParallel bounds the logs one flusher pass fsyncs at once. A disk
@@ -164,6 +165,7 @@ func (m *Manager) flushLog(tp wire.TopicPartition, l flushable) {
 		st.Err = err
 	} else {
 		st.Flushed, st.FlushLatency = true, m.cfg.Now().Sub(t0)
+		st.AtRest = l.AtRest()
 	}
 	m.cfg.observe().Maintained(st)
 	if l.DurableEnd() != before && m.cfg.Changed != nil {

@@ -334,8 +334,8 @@ func TestFlusherCatchesUpQuietPoint(t *testing.T) {
 		_, stats := rec.take()
 		return stats
 	}
-	if stats := pass(); len(stats) != 1 || !stats[0].Flushed {
-		t.Fatalf("the first pass reported %+v, want one flush", stats)
+	if stats := pass(); len(stats) != 1 || !stats[0].Flushed || stats[0].AtRest {
+		t.Fatalf("the first pass reported %+v, want one flush, the point's catch-up still to come", stats)
 	}
 	first := point()
 	if stats := pass(); len(stats) != 0 {
@@ -344,8 +344,8 @@ func TestFlusherCatchesUpQuietPoint(t *testing.T) {
 	mu.Lock()
 	now = now.Add(2 * time.Second)
 	mu.Unlock()
-	if stats := pass(); len(stats) != 1 || !stats[0].Flushed {
-		t.Errorf("a pass after the second reported %+v, want the quiet log flushed", stats)
+	if stats := pass(); len(stats) != 1 || !stats[0].Flushed || !stats[0].AtRest {
+		t.Errorf("a pass after the second reported %+v, want the quiet log flushed and at rest", stats)
 	}
 	if p := point(); p == first {
 		t.Errorf("the recovery point is still %q after the quiet log's pass", p)

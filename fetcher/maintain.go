@@ -18,7 +18,11 @@ type MaintenanceStats struct {
 	// flusher's reports: flusher.go).
 	Flushed      bool
 	FlushLatency time.Duration
-	Err          error
+	// AtRest says the flusher has nothing more for the log until its
+	// next append (storage.Log.AtRest): every append durable and its
+	// recovery point caught up with its durable end.
+	AtRest bool
+	Err    error
 }
 
 // maintain enforces local retention on every owned log and, under

@@ -30,6 +30,7 @@ type partLog interface {
 	PrepareFlush() error
 	Flush() error
 	FlushDue() bool
+	AtRest() bool
 	DurableEnd() int64
 	Size() int64
 	Segments() []int64

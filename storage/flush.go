@@ -232,6 +232,17 @@ func (l *Log) FlushDue() bool {
 	return l.durable < l.leoLocked() || l.pointDue()
 }
 
+// AtRest says a flusher has nothing to do for the log until its next
+// append: every append fsynced and the recovery point at the durable end.
+// Unlike FlushDue it does not wait for the point to be a second old: a
+// log flushed just now is not at rest while its point's catch-up is still
+// to come.
+func (l *Log) AtRest() bool {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.durable == l.leoLocked() && l.durable <= l.pointEnd
+}
+
 func syncFiles(fs []file) error {
 	for _, f := range fs {
 		if err := f.Sync(); err != nil {
