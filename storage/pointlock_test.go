@@ -140,24 +140,23 @@ func (s *stallFS) SyncDir(dir string) error {
 	return s.osFS.SyncDir(dir)
 }
 
-// Flush's rewrite of the recovery point (an fsync and a directory fsync,
-// slow behind other logs' writeback) holds no lock the writer needs: an
-// Append and a read go through while it is stalled. A truncation that
-// comes meanwhile waits for it and writes its own point after, so the
-// point on disk is the truncation's, not the older one Flush decided.
-func TestFlushPointOutsideLock(t *testing.T) {
+// stalledFlush opens a log on a stallFS (a test clock), appends offsets
+// 0-3 and flushes them (settling it), then 4-7 a second later, and starts
+// a Flush, which rewrites the point at 8: it returns once that Flush is
+// stalled in the point's fsync. Its cleanups end the stall, then close the
+// log (a failing test leaves neither Flush nor Close waiting).
+func stalledFlush(t *testing.T) (l *Log, fsys *stallFS, dir string, flushed chan error, deadline <-chan time.Time) {
+	t.Helper()
 	now := time.UnixMilli(1_700_000_000_000)
-	fsys := newStallFS()
+	fsys = newStallFS()
 	opts := Options{Logger: quiet, Flush: FlushInterval, FlushInterval: time.Second, Now: func() time.Time { return now }}
-	dir := t.TempDir()
+	dir = t.TempDir()
 	l, err := openLog(fsys, dir, "t", 0, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	// Before Close (defers run last first): a failing test must not leave
-	// Flush stalled, nor Close waiting for it.
-	defer fsys.releaseIf(func() bool { return true })
+	t.Cleanup(func() { l.Close() })
+	t.Cleanup(func() { fsys.releaseIf(func() bool { return true }) }) // runs first
 	if err := l.Append(build(0, 0, 4)); err != nil {
 		t.Fatal(err)
 	}
@@ -168,9 +167,9 @@ func TestFlushPointOutsideLock(t *testing.T) {
 	if err := l.Append(build(4, 0, 4)); err != nil {
 		t.Fatal(err)
 	}
-	flushed := make(chan error, 1)
-	go func() { flushed <- l.Flush() }() // rewrites the point at 8: stalls
-	deadline := time.After(time.Minute)  // a failure's bound, not a speed
+	flushed = make(chan error, 1)
+	go func() { flushed <- l.Flush() }()
+	deadline = time.After(time.Minute) // a failure's bound, not a speed
 	select {
 	case <-fsys.reached:
 	case err := <-flushed:
@@ -178,6 +177,16 @@ func TestFlushPointOutsideLock(t *testing.T) {
 	case <-deadline:
 		t.Fatal("Flush never reached the recovery point's fsync")
 	}
+	return l, fsys, dir, flushed, deadline
+}
+
+// Flush's rewrite of the recovery point (an fsync and a directory fsync,
+// slow behind other logs' writeback) holds no lock the writer needs: an
+// Append and a read go through while it is stalled. A truncation that
+// comes meanwhile waits for it and writes its own point after, so the
+// point on disk is the truncation's, not the older one Flush decided.
+func TestFlushPointOutsideLock(t *testing.T) {
+	l, fsys, dir, flushed, deadline := stalledFlush(t)
 
 	appended := make(chan error, 1)
 	go func() { appended <- l.Append(build(8, 0, 2)) }()
@@ -277,33 +286,7 @@ func TestPrepareFlushSettles(t *testing.T) {
 // truncation. The stall ends when Close closes the .log, just before it
 // returns; a Close that did not wait returns with the write under way.
 func TestCloseWaitsForPointWrite(t *testing.T) {
-	now := time.UnixMilli(1_700_000_000_000)
-	fsys := newStallFS()
-	opts := Options{Logger: quiet, Flush: FlushInterval, FlushInterval: time.Second, Now: func() time.Time { return now }}
-	l, err := openLog(fsys, t.TempDir(), "t", 0, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	defer fsys.releaseIf(func() bool { return true })
-	if err := l.Append(build(0, 0, 4)); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	now = now.Add(time.Second)
-	if err := l.Append(build(4, 0, 4)); err != nil {
-		t.Fatal(err)
-	}
-	flushed := make(chan error, 1)
-	go func() { flushed <- l.Flush() }()
-	deadline := time.After(time.Minute)
-	select {
-	case <-fsys.reached:
-	case <-deadline:
-		t.Fatal("Flush never reached the recovery point's fsync")
-	}
+	l, fsys, _, flushed, deadline := stalledFlush(t)
 	fsys.mu.Lock()
 	fsys.failWrite, fsys.closeReleases = true, true
 	fsys.mu.Unlock()
