@@ -260,19 +260,7 @@ func TestFlusherInParallel(t *testing.T) {
 	tick, ticker := ticks()
 	m.flushTicker = ticker
 	const n = flushParallel + 4
-	var logs []*storage.Log
-	for p := range int32(n) {
-		l, err := storage.Open(m.cfg.DataDir, "t", p, m.cfg.Storage)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		if err := l.Append(batch.BuildRun(0, 0, 2, 3)); err != nil {
-			t.Fatal(err)
-		}
-		logs = append(logs, l)
-		m.catalog.add(wire.TopicPartition{Topic: "t", Partition: p}, l)
-	}
+	logs := dirtyLogs(t, m, n, func(l *storage.Log, _ int32) storage.Reader { return l })
 	armed.Store(true)
 	ctx, cancel := context.WithCancel(context.Background())
 	m.startFlusher(ctx)
@@ -392,19 +380,9 @@ func TestFlusherPreparesBeforeData(t *testing.T) {
 	var mu sync.Mutex
 	var calls []string
 	const n = flushParallel + 4
-	var logs []*storage.Log
-	for p := range int32(n) {
-		l, err := storage.Open(m.cfg.DataDir, "t", p, m.cfg.Storage)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		if err := l.Append(batch.BuildRun(0, 0, 2, 3)); err != nil {
-			t.Fatal(err)
-		}
-		logs = append(logs, l)
-		m.catalog.add(wire.TopicPartition{Topic: "t", Partition: p}, orderLog{Log: l, name: fmt.Sprint(p), mu: &mu, calls: &calls})
-	}
+	logs := dirtyLogs(t, m, n, func(l *storage.Log, p int32) storage.Reader {
+		return orderLog{Log: l, name: fmt.Sprint(p), mu: &mu, calls: &calls}
+	})
 	ctx, cancel := context.WithCancel(context.Background())
 	m.startFlusher(ctx)
 	tick <- time.Now()
@@ -426,4 +404,25 @@ func TestFlusherPreparesBeforeData(t *testing.T) {
 			t.Errorf("t-%d: durable end %d after the pass, log end %d", p, d, e)
 		}
 	}
+}
+
+// dirtyLogs opens n logs t-0 ... t-(n-1) under m's storage options, each
+// with 3 unsynced records, and puts each into m's catalog as wrap makes it;
+// they are closed when the test ends.
+func dirtyLogs(t *testing.T, m *Manager, n int32, wrap func(l *storage.Log, p int32) storage.Reader) []*storage.Log {
+	t.Helper()
+	var logs []*storage.Log
+	for p := range n {
+		l, err := storage.Open(m.cfg.DataDir, "t", p, m.cfg.Storage)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		if err := l.Append(batch.BuildRun(0, 0, 2, 3)); err != nil {
+			t.Fatal(err)
+		}
+		logs = append(logs, l)
+		m.catalog.add(wire.TopicPartition{Topic: "t", Partition: p}, wrap(l, p))
+	}
+	return logs
 }
