@@ -24,6 +24,7 @@ import (
 // ratio kfollower/consumer (1.0 = as fast as the consumer).
 func BenchmarkCatchUp(b *testing.B) {
 	ctx := context.Background()
+	b.Log(holdGuestMemory(b))
 	c := kafka.Start(b, kafka.Options{})
 	const topic, partitions = "catchup", 8
 	const valueSize, records = 16 << 10, 64 << 10 // 1 GiB of values

@@ -52,6 +52,7 @@ func BenchmarkProfileCatchUp(b *testing.B) {
 	} else if err := os.MkdirAll(dir, 0o755); err != nil {
 		b.Fatal(err)
 	}
+	b.Log(holdGuestMemory(b))
 	c := kafka.Start(b, kafka.Options{})
 	const topic, partitions, valueSize, records = "profile", 8, 1 << 10, 1 << 20
 	var assign [][]int32
