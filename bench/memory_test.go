@@ -112,4 +112,3 @@ func touchPageCache(n int) (time.Duration, error) {
 	}
 	return took, nil
 }
-
