@@ -62,6 +62,29 @@ type Cluster struct {
 	adminCl   *kgo.Client
 }
 
+// EnvDir names a directory to hold the clusters' nodes (their configs,
+// logs and data) instead of the test's temp dir, for a benchmark that
+// wants Kafka's disk apart from kfollower's: with it on a tmpfs, Kafka's
+// own fsyncs (a broker writes a partition's leader-epoch-checkpoint as it
+// takes over) no longer bound a leader move (bench/scale_test.go).
+const EnvDir = "KFOLLOWER_KAFKA_DIR"
+
+// clusterDir makes the directory a cluster's nodes live in: under EnvDir
+// when set (removed with the test), else the test's temp dir.
+func clusterDir(t testing.TB) (string, error) {
+	parent := os.Getenv(EnvDir)
+	if parent == "" {
+		return t.TempDir(), nil
+	}
+	dir, err := os.MkdirTemp(parent, "kafka-")
+	if err != nil {
+		return "", fmt.Errorf("%s=%s: %w", EnvDir, parent, err)
+	}
+	// Registered before teardown, so it runs after the nodes have stopped.
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir, nil
+}
+
 // EnvBootstrap names an external cluster for tests that need no fault control.
 const EnvBootstrap = "KFOLLOWER_KAFKA_BOOTSTRAP"
 
@@ -108,7 +131,11 @@ func start(t testing.TB, opts Options) (*Cluster, error) {
 	if d := time.Since(waited); d > time.Second {
 		t.Logf("kafka harness: waited %v for the machine-wide cluster lock", d.Round(100*time.Millisecond))
 	}
-	c := &Cluster{t: t, Dir: t.TempDir(), Version: version, stopWait: opts.StopTimeout}
+	dir, err := clusterDir(t)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{t: t, Dir: dir, Version: version, stopWait: opts.StopTimeout}
 	if c.stopWait == 0 {
 		c.stopWait = 60 * time.Second
 	}
