@@ -16,13 +16,16 @@ import (
 // this order back to the host, about 2 s after it was freed.
 const pageReportingOrder = "/sys/module/page_reporting/parameters/page_reporting_order"
 
+// handedBack ends holdGuestMemory's note when it changed nothing.
+const handedBack = "a writer's figures include the host's backing of freed memory"
+
 // holdGuestMemory keeps the guest's freed memory in the guest for the
 // benchmark's duration, where a balloon driver would hand it back to the
 // host, and returns what it did, to log beside the figures.
 //
 // Why: on such a virtual machine the next writer that takes memory handed
 // back pays for the host to back it again. Measured on this project's 2-core
-// machines, writing 1 GiB into the page cache cost 0.19–0.27 CPU-s when its
+// machines, writing 1 GiB into the page cache cost 0.19–0.28 CPU-s when its
 // pages had been freed a moment before, and 1.6–3.2 CPU-s when they had been
 // handed back. Every contender that copies into a page cache (kfollower, the
 // broker replica) paid that or not by the timing of the contender before it
@@ -48,10 +51,10 @@ func holdGuestMemory(b *testing.B) string {
 	case os.IsNotExist(err):
 		return "no free page reporting on this machine: nothing to hold"
 	case err != nil:
-		return fmt.Sprintf("free page reporting left as it is (%v): a writer's figures include the host's backing of freed memory", err)
+		return fmt.Sprintf("free page reporting left as it is (%v): %s", err, handedBack)
 	case os.Getenv("KFOLLOWER_BENCH_GUEST_MEMORY") == "as-is":
-		return fmt.Sprintf("free page reporting left on (page_reporting_order %s, KFOLLOWER_BENCH_GUEST_MEMORY=as-is): a writer's figures include the host's backing of freed memory",
-			strings.TrimSpace(string(old)))
+		return fmt.Sprintf("free page reporting left on (page_reporting_order %s, KFOLLOWER_BENCH_GUEST_MEMORY=as-is): %s",
+			strings.TrimSpace(string(old)), handedBack)
 	}
 	prev := strings.TrimSpace(string(old))
 	// The kernel rejects an order above the number of orders
@@ -62,11 +65,11 @@ func holdGuestMemory(b *testing.B) string {
 			set = n
 			break
 		} else if os.IsPermission(err) {
-			return fmt.Sprintf("free page reporting left on (%v): a writer's figures include the host's backing of freed memory", err)
+			return fmt.Sprintf("free page reporting left on (%v): %s", err, handedBack)
 		}
 	}
 	if set < 0 {
-		return fmt.Sprintf("free page reporting left on: %s took no order from 16 down to 1", pageReportingOrder)
+		return fmt.Sprintf("free page reporting left on: %s took no order from 16 down to 1: %s", pageReportingOrder, handedBack)
 	}
 	b.Cleanup(func() {
 		if err := os.WriteFile(pageReportingOrder, []byte(prev), 0); err != nil {
