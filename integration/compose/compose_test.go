@@ -17,12 +17,25 @@ import (
 	"go.uber.org/goleak"
 )
 
-// The compose project's addresses on the host (docker-compose.yml's ports).
+// The compose project's addresses on the host: docker-compose.yml's ports,
+// from the variables integration/compose/run exports (it moves a taken port).
 var (
-	hostBrokers  = []string{"127.0.0.1:29092", "127.0.0.1:39092", "127.0.0.1:49092"}
-	kfollowerURL = "http://127.0.0.1:7644"
-	promURL      = "http://127.0.0.1:9090"
+	hostBrokers = []string{
+		"127.0.0.1:" + hostPort("KAFKA_1_HOST_PORT", "29092"),
+		"127.0.0.1:" + hostPort("KAFKA_2_HOST_PORT", "29093"),
+		"127.0.0.1:" + hostPort("KAFKA_3_HOST_PORT", "29094"),
+	}
+	kfollowerURL = "http://127.0.0.1:" + hostPort("KFOLLOWER_HOST_PORT", "7644")
+	promURL      = "http://127.0.0.1:" + hostPort("PROMETHEUS_HOST_PORT", "9090")
 )
+
+// hostPort is the port variable's value, or docker-compose.yml's default.
+func hostPort(name, def string) string {
+	if p := os.Getenv(name); p != "" {
+		return p
+	}
+	return def
+}
 
 // composeCmd is the compose command integration/compose/run uses ("docker
 // compose" or "docker-compose"); it exports COMPOSE_PROJECT_NAME and
