@@ -31,7 +31,10 @@ import (
 // with the fetcher in this process and its default settings but for the
 // flush policy, which is kfollower's default, --flush interval (1 s; the
 // fetcher's own default is storage's, fsync every append;
-// KFOLLOWER_SCALE_FLUSH=always|interval|os picks one), and measures
+// KFOLLOWER_SCALE_FLUSH=always|interval|os picks one), serving nothing,
+// as `kfollower run` without --serve (fetcher.Config.NotServed: no served
+// epoch is written per partition when its leader moves;
+// KFOLLOWER_SCALE_SERVED=1 keeps them, as with --serve), and measures
 // against the goals of issue 14 at 10,000 partitions:
 //
 //   - start-up: an empty data directory to every partition fetching with
@@ -194,6 +197,7 @@ func benchScale(b *testing.B, partitions int, idle time.Duration, clusterOnly bo
 			Client: fcl, DataDir: dir, Storage: flush,
 			Follow:    func(t string) bool { return t == topic },
 			Observers: []fetcher.Observer{counts},
+			NotServed: os.Getenv("KFOLLOWER_SCALE_SERVED") != "1",
 		})
 		if err != nil {
 			b.Fatal(err)
@@ -218,8 +222,8 @@ func benchScale(b *testing.B, partitions int, idle time.Duration, clusterOnly bo
 		stopProf()
 		counts.startup(false, 0)
 		first := counts.take()
-		b.Logf("start-up: %v to %d partitions fetching (goal < 10 s; flush %s); first reconciliation: %s; load average %s",
-			startup.Round(time.Millisecond), partitions, []string{"always", "interval", "os"}[flush.Flush], first, loadAverage())
+		b.Logf("start-up: %v to %d partitions fetching (goal < 10 s; flush %s; served epochs kept: %v); first reconciliation: %s; load average %s",
+			startup.Round(time.Millisecond), partitions, []string{"always", "interval", "os"}[flush.Flush], os.Getenv("KFOLLOWER_SCALE_SERVED") == "1", first, loadAverage())
 		b.Logf("start-up timeline: records appended to the first partition at %v, to all %d by %v; reconciliations %v-%v; %d Fetch requests:",
 			first.firstAppend.Round(time.Millisecond), len(first.appended), first.lastAppend.Round(time.Millisecond),
 			first.firstReconciled.Round(time.Millisecond), first.lastReconciled.Round(time.Millisecond), first.fetches)

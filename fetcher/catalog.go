@@ -34,6 +34,9 @@ type catalog struct {
 	// epochs are the served epochs (served.go), from the first open of a
 	// partition's log until it is no longer served.
 	epochs map[wire.TopicPartition]*servedEpoch
+	// notServed is Config.NotServed: the served epochs rise only past
+	// truncations, and CatalogPartition serves nothing.
+	notServed bool
 }
 
 // topic records a followed topic from Metadata.
@@ -131,14 +134,15 @@ func (m *Manager) CatalogTopics() []CatalogTopic {
 // (served.go: persisted, at least 0, the log's latest epoch and the
 // upstream epoch reconciled with, raised by every truncation); ok is false
 // while the partition has no open log (not yet opened, failed, stopped, or
-// the Manager has shut down) and while it truncates. Safe to call from any
+// the Manager has shut down), while it truncates, and always under
+// Config.NotServed, whose served epochs lag. Safe to call from any
 // goroutine; the Reader's methods are safe beside the log's writer.
 func (m *Manager) CatalogPartition(topic string, partition int32) (log storage.Reader, servedEpoch int32, ok bool) {
 	tp := wire.TopicPartition{Topic: topic, Partition: partition}
 	m.catalog.mu.Lock()
 	defer m.catalog.mu.Unlock()
 	l, e := m.catalog.logs[tp], m.catalog.epochs[tp]
-	if l == nil || e == nil || e.held {
+	if l == nil || e == nil || e.held || m.catalog.notServed {
 		return nil, -1, false
 	}
 	return l, e.store.Epoch(), true

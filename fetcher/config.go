@@ -65,6 +65,14 @@ type Config struct {
 	// of the flusher's when a flush moved DurableEnd, so it must not block
 	// (wire/server's Server.Notify does not).
 	Changed func(tp wire.TopicPartition)
+	// NotServed says no server reads the copy in this run (kfollower run
+	// without --serve): the served leader epoch (served.go) is then only
+	// raised past a truncation that removes data, which a reader of an
+	// earlier serving run must be fenced by, and not to each upstream or
+	// log epoch, so a leader move writes and fsyncs no file per
+	// partition. The next open that serves raises it to the log's latest
+	// epoch before anything is served. CatalogPartition serves nothing.
+	NotServed bool
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 	// Now is the clock; default time.Now.

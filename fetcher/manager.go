@@ -152,10 +152,11 @@ func (a anyBroker) Request(ctx context.Context, req kmsg.Request) (kmsg.Response
 func newManager(cfg Config, seed requester, broker func(int32) requester) *Manager {
 	cfg.withDefaults()
 	return &Manager{
-		cfg:    cfg,
-		seed:   seed,
-		broker: broker,
-		start:  func(ctx context.Context, w *worker) { go w.run(ctx) },
+		cfg:     cfg,
+		catalog: catalog{notServed: cfg.NotServed},
+		seed:    seed,
+		broker:  broker,
+		start:   func(ctx context.Context, w *worker) { go w.run(ctx) },
 		openLog: func(dataDir, topic string, partition int32, opts storage.Options) (partLog, error) {
 			return storage.Open(dataDir, topic, partition, opts)
 		},

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"os"
+	"path/filepath"
 	"testing"
 	"testing/quick"
 
@@ -45,17 +47,23 @@ type chainCase struct {
 	m   *Manager
 	tp  wire.TopicPartition
 	id  wire.TopicID
-	// up is the upstream leader's log, upEpoch its epoch.
+	// up is the upstream leader's log, upEpoch its epoch; used holds
+	// every epoch a batch was ever written at, truncated or not: one
+	// leader per epoch, so no other batch is ever written at one of them.
 	up      [][]byte
 	upEpoch int32
+	used    map[int32]bool
 	al      partLog // A's log, as the driver holds it
 	// aEpoch is the upstream epoch A has reconciled with.
 	aEpoch int32
 	// served is the highest served epoch seen so far.
 	served int32
-	next   int // unique batch values
-	cl     *kgo.Client
-	d      downstream
+	// unserved: A runs without serving (Config.NotServed) since its last
+	// restart; D cannot read it.
+	unserved bool
+	next     int // unique batch values
+	cl       *kgo.Client
+	d        downstream
 }
 
 // downstream is D, a kfollower reading A: the batches it holds, the served
@@ -176,8 +184,13 @@ func runChainCase(t *testing.T, seed uint64) {
 		case r < 8:
 			what = c.copy()
 		case r == 8:
-			c.restart()
+			c.restart(c.rng.IntN(3) == 0)
 			what = "A restarts"
+			if c.unserved {
+				what += ", serving nothing"
+			}
+		case c.unserved:
+			what = "D cannot reach A"
 		default:
 			what = c.sync()
 		}
@@ -186,6 +199,10 @@ func runChainCase(t *testing.T, seed uint64) {
 		if t.Failed() {
 			return
 		}
+	}
+	if c.unserved {
+		c.restart(false)
+		story = append(story, "A restarts\n")
 	}
 	for c.aEpoch != c.upEpoch || end(c.up) != c.al.LogEndOffset() {
 		story = append(story, c.copy()+"\n")
@@ -201,6 +218,10 @@ func (c *chainCase) produce() string {
 }
 
 func (c *chainCase) appendUp(n int, epoch int32) {
+	if c.used == nil {
+		c.used = map[int32]bool{}
+	}
+	c.used[epoch] = true
 	for range n {
 		c.next++
 		c.up = append(c.up, batch.Build(batch.Spec{BaseOffset: end(c.up), Epoch: epoch, Records: 1 + c.rng.IntN(3), Value: fmt.Appendf(nil, "b%d", c.next)}))
@@ -222,8 +243,14 @@ func (c *chainCase) unclean() string {
 		hi = epochOf(c.up[keep])
 	}
 	c.up = c.up[:keep]
-	if hi-lo >= 2 && c.rng.IntN(2) == 0 {
-		e := lo + 1 + int32(c.rng.IntN(int(hi-lo-1)))
+	var skipped []int32 // epochs between lo and hi no batch was ever written at
+	for e := lo + 1; e < hi; e++ {
+		if !c.used[e] {
+			skipped = append(skipped, e)
+		}
+	}
+	if len(skipped) > 0 && c.rng.IntN(2) == 0 {
+		e := skipped[c.rng.IntN(len(skipped))]
 		n := 1 + c.rng.IntN(2)
 		c.appendUp(n, e)
 		what += fmt.Sprintf(" and %d batches of epoch %d", n, e)
@@ -243,11 +270,11 @@ func (c *chainCase) copy() string {
 		}
 		what := fmt.Sprintf("A reconciles at epoch %d", c.upEpoch)
 		if agree < len(a) {
-			before := c.servedEpoch()
+			before := c.epochNow()
 			if err := c.al.TruncateTo(end(a[:agree])); err != nil {
 				c.t.Fatal(err)
 			}
-			if e := c.servedEpoch(); e <= before {
+			if e := c.epochNow(); e <= before {
 				c.t.Errorf("A truncated %d..%d: served epoch %d, not above %d", end(a[:agree]), end(a), e, before)
 			}
 			what += fmt.Sprintf(", truncates %d..%d", end(a[:agree]), end(a))
@@ -278,27 +305,50 @@ func (c *chainCase) open() {
 	c.m.catalog.add(c.tp, c.al)
 }
 
-func (c *chainCase) restart() {
+// restart reopens A, serving nothing in the new run if unserved.
+func (c *chainCase) restart(unserved bool) {
 	c.m.catalog.remove(c.tp)
 	if err := c.al.Close(); err != nil {
 		c.t.Fatal(err)
 	}
+	c.unserved, c.m.catalog.notServed = unserved, unserved
 	c.open()
 	// Before the first Metadata: only the file and the log's epochs.
 }
 
 // reconciled is A fetching at the upstream epoch: its publish raises the
-// served epoch (Manager.changed).
+// served epoch (Manager.changed); serving nothing, it writes nothing.
 func (c *chainCase) reconciled() {
-	c.m.catalog.mu.Lock()
-	s := c.m.catalog.epochs[c.tp]
-	c.m.catalog.mu.Unlock()
-	if err := c.m.catalog.rise(s, c.al, c.aEpoch); err != nil {
+	before := c.epochNow()
+	if err := c.m.catalog.rise(c.store(), c.al, c.aEpoch); err != nil {
 		c.t.Fatal(err)
+	}
+	if c.unserved {
+		if e := c.epochNow(); e != before {
+			c.t.Errorf("serving nothing, reconciled with upstream epoch %d: the served epoch moved %d -> %d", c.aEpoch, before, e)
+		}
+		return
 	}
 	if e := c.servedEpoch(); e < c.aEpoch {
 		c.t.Errorf("reconciled with upstream epoch %d, serving epoch %d", c.aEpoch, e)
 	}
+}
+
+func (c *chainCase) store() *servedEpoch {
+	c.m.catalog.mu.Lock()
+	defer c.m.catalog.mu.Unlock()
+	return c.m.catalog.epochs[c.tp]
+}
+
+// epochNow is the served epoch as kept, served or not.
+func (c *chainCase) epochNow() int32 {
+	if c.unserved {
+		if _, _, ok := c.m.CatalogPartition(c.tp.Topic, c.tp.Partition); ok {
+			c.t.Fatal("serving nothing, the catalog serves the partition")
+		}
+		return c.store().store.Epoch()
+	}
+	return c.servedEpoch()
 }
 
 func (c *chainCase) servedEpoch() int32 {
@@ -310,6 +360,9 @@ func (c *chainCase) servedEpoch() int32 {
 }
 
 func (c *chainCase) checkEpoch(what string) {
+	if c.unserved {
+		return // checked at the next serving open
+	}
 	e := c.servedEpoch()
 	if e < c.served {
 		c.t.Errorf("after %s: served epoch %d, below %d served before", what, e, c.served)
@@ -562,5 +615,105 @@ func TestServedEpochTruncation(t *testing.T) {
 	defer l.Close()
 	if e := epoch(); e != 4 {
 		t.Fatalf("reopened: serving %d, want 4", e)
+	}
+}
+
+// A run that serves nothing (Config.NotServed) writes no served epoch for
+// a reconciliation or for its log's epochs, and serves nothing; but a
+// truncation raises the file past the 0 an earlier serving run served
+// without writing it, so the next serving run fences that run's readers;
+// and that run's open raises it to the log's latest epoch.
+func TestServedEpochUnservedRun(t *testing.T) {
+	dir := t.TempDir()
+	m := &Manager{cfg: Config{DataDir: dir, Logger: slog.New(slog.DiscardHandler)}}
+	tp := wire.TopicPartition{Topic: "t", Partition: 0}
+	file := filepath.Join(storage.PartitionDir(dir, tp.Topic, tp.Partition), storage.ServedEpochFile)
+	var l *storage.Log
+	open := func(unserved bool) partLog {
+		t.Helper()
+		m.catalog.notServed = unserved
+		var err error
+		if l, err = storage.Open(dir, tp.Topic, tp.Partition, storage.Options{Logger: m.cfg.Logger}); err != nil {
+			t.Fatal(err)
+		}
+		pl, err := m.serve(tp, l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.catalog.add(tp, pl)
+		return pl
+	}
+	restart := func(unserved bool) partLog {
+		t.Helper()
+		m.catalog.remove(tp)
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return open(unserved)
+	}
+	onDisk := func() int32 {
+		t.Helper()
+		b, err := os.ReadFile(file)
+		if os.IsNotExist(err) {
+			return -1
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := storage.ParseServedEpoch(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	rise := func(pl partLog, upstream int32) {
+		t.Helper()
+		m.catalog.mu.Lock()
+		s := m.catalog.epochs[tp]
+		m.catalog.mu.Unlock()
+		if err := m.catalog.rise(s, pl, upstream); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Served at epoch 0, which is not written.
+	pl := open(false)
+	if err := pl.Append(batch.BuildRun(0, 0, 4, 2)); err != nil {
+		t.Fatal(err)
+	}
+	rise(pl, 0)
+	if _, e, ok := m.CatalogPartition(tp.Topic, tp.Partition); !ok || e != 0 || onDisk() != -1 {
+		t.Fatalf("serving: epoch %d (served %v), on disk %d; want 0, served, none", e, ok, onDisk())
+	}
+
+	pl = restart(true)
+	if _, _, ok := m.CatalogPartition(tp.Topic, tp.Partition); ok {
+		t.Fatal("serving nothing, the catalog serves the partition")
+	}
+	if err := pl.Append(batch.BuildRun(8, 3, 4, 2)); err != nil {
+		t.Fatal(err)
+	}
+	rise(pl, 7)
+	if e := onDisk(); e != -1 {
+		t.Fatalf("serving nothing, a reconciliation with epoch 7 over batches of epoch 3 wrote served epoch %d", e)
+	}
+	if err := pl.TruncateTo(4); err != nil { // removes 4..16: the batches of epoch 0 from 4 too
+		t.Fatal(err)
+	}
+	if e := onDisk(); e != 1 {
+		t.Fatalf("serving nothing, a truncation left served epoch %d on disk, want 1 (past the 0 served before)", e)
+	}
+	rise(pl, 9)
+	if e := onDisk(); e != 1 {
+		t.Fatalf("serving nothing, a reconciliation after the truncation wrote served epoch %d, want 1 kept", e)
+	}
+	if err := pl.Append(batch.BuildRun(4, 9, 4, 2)); err != nil {
+		t.Fatal(err)
+	}
+
+	restart(false)
+	defer l.Close()
+	if _, e, ok := m.CatalogPartition(tp.Topic, tp.Partition); !ok || e != 9 || onDisk() != 9 {
+		t.Fatalf("serving again: epoch %d (served %v), on disk %d; want the log's latest 9, served and written", e, ok, onDisk())
 	}
 }

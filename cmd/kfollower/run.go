@@ -262,6 +262,7 @@ func run(ctx context.Context, cfg *config, logger *slog.Logger) (runErr error) {
 		MaintenanceInterval: maintenanceInterval(cfg),
 		Logger:              logger,
 		Observers:           []fetcher.Observer{metrics.NewFetcherObserver(m), prog},
+		NotServed:           serveLn == nil,
 		Changed: func(tp wire.TopicPartition) {
 			if ep != nil {
 				ep.notify(tp)
