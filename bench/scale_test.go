@@ -184,6 +184,7 @@ func benchScale(b *testing.B, partitions int, idle time.Duration, clusterOnly bo
 		partitions, createdIn.Round(time.Millisecond), time.Since(produced).Round(time.Millisecond), loadAverage())
 
 	counts := newScaleCounts()
+	served := os.Getenv("KFOLLOWER_SCALE_SERVED") == "1" // served epochs kept, as with --serve
 	var m *fetcher.Manager
 	if !clusterOnly {
 		dir, err := os.MkdirTemp("", "kfollower-bench-")
@@ -197,7 +198,7 @@ func benchScale(b *testing.B, partitions int, idle time.Duration, clusterOnly bo
 			Client: fcl, DataDir: dir, Storage: flush,
 			Follow:    func(t string) bool { return t == topic },
 			Observers: []fetcher.Observer{counts},
-			NotServed: os.Getenv("KFOLLOWER_SCALE_SERVED") != "1",
+			NotServed: !served,
 		})
 		if err != nil {
 			b.Fatal(err)
@@ -223,7 +224,7 @@ func benchScale(b *testing.B, partitions int, idle time.Duration, clusterOnly bo
 		counts.startup(false, 0)
 		first := counts.take()
 		b.Logf("start-up: %v to %d partitions fetching (goal < 10 s; flush %s; served epochs kept: %v); first reconciliation: %s; load average %s",
-			startup.Round(time.Millisecond), partitions, []string{"always", "interval", "os"}[flush.Flush], os.Getenv("KFOLLOWER_SCALE_SERVED") == "1", first, loadAverage())
+			startup.Round(time.Millisecond), partitions, []string{"always", "interval", "os"}[flush.Flush], served, first, loadAverage())
 		b.Logf("start-up timeline: records appended to the first partition at %v, to all %d by %v; reconciliations %v-%v; %d Fetch requests:",
 			first.firstAppend.Round(time.Millisecond), len(first.appended), first.lastAppend.Round(time.Millisecond),
 			first.firstReconciled.Round(time.Millisecond), first.lastReconciled.Round(time.Millisecond), first.fetches)
