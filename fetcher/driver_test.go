@@ -118,7 +118,7 @@ type driverEnv struct {
 	cancel context.CancelFunc
 	now    time.Time
 	calls  chan call
-	inAir  map[int32]call  // by broker: the request its worker waits on
+	inAir  map[airKey]call // by broker and slot: the requests its worker waits on
 	out    strings.Builder // what the Manager's observer is told
 	// appended sums one worker's appends, reported one partition at a
 	// time in no fixed order.
@@ -130,6 +130,16 @@ type driverEnv struct {
 }
 
 type passLine struct{ tp, line string }
+
+// airKey names one of a worker's two slots (worker.flight, worker.side).
+type airKey struct {
+	broker int32
+	side   bool // an OffsetsForLeaderEpoch or ListOffsets, not a Fetch
+}
+
+func keyOf(c call) airKey {
+	return airKey{broker: c.broker, side: c.req.Key() != kmsg.Fetch.Int16()}
+}
 
 func newDriverEnv(t *testing.T) *driverEnv {
 	return newDriverEnvAt(t, t.TempDir(), slog.New(slog.DiscardHandler))
@@ -155,7 +165,7 @@ func newDriverEnvAt(t *testing.T, dir string, lg *slog.Logger) *driverEnv {
 
 // start makes a new Manager with cfg, as a process (re)start does.
 func (e *driverEnv) start(cfg Config) {
-	e.calls, e.inAir, e.done = make(chan call, 4), map[int32]call{}, false
+	e.calls, e.inAir, e.done = make(chan call, 4), map[airKey]call{}, false
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.m = newManager(cfg, nil, func(id int32) requester { return fakeBroker{id: id, calls: e.calls} })
 	e.m.openLog = e.disk.openLog
@@ -417,12 +427,11 @@ func (e *driverEnv) settle(t *testing.T) {
 			if len(unbound) > 0 {
 				e.printf("broker %d: Fetch ahead not bound to %s\n", w.id, joinTPs(unbound))
 			}
-			if w.flight == nil {
-				w.send(e.ctx)
-				if w.flight != nil {
-					e.sent(t, "")
-					moved = true
-				}
+			before := len(w.inAir())
+			w.send(e.ctx)
+			if n := len(w.inAir()) - before; n > 0 {
+				e.sent(t, n, "")
+				moved = true
 			}
 		}
 		select {
@@ -449,9 +458,15 @@ func (e *driverEnv) checkInFlight(t *testing.T) {
 	}
 	for _, w := range e.workers() {
 		for tp, p := range w.parts {
-			id, inAir := w.flight.idFor(tp)
 			r := p.sm.InFlight()
-			if r != nil && r != p.pending && (!inAir || r.RequestID() != id) {
+			inAir, itsOwn := false, false
+			for _, f := range w.inAir() {
+				if id, ok := f.idFor(tp); ok {
+					inAir = true
+					itsOwn = itsOwn || (r != nil && r.RequestID() == id)
+				}
+			}
+			if r != nil && r != p.pending && !itsOwn {
 				t.Errorf("broker %d: %s's state machine waits on %v, neither in the air nor to send", w.id, tp, r)
 			}
 			if inAir != (shown[tp] != "") {
@@ -470,13 +485,16 @@ func (e *driverEnv) stopped(w *worker) bool {
 	}
 }
 
-// stop ends a worker as run does on opQuit or at the end: its request in
-// the air is cancelled and comes back, then done closes.
+// stop ends a worker as run does on opQuit or at the end: its requests in
+// the air are cancelled and come back, then done closes.
 func (e *driverEnv) stop(t *testing.T, w *worker) {
-	if c, ok := e.inAir[w.id]; ok && w.flight != nil {
-		c.answer <- answer{err: context.Canceled}
-		delete(e.inAir, w.id)
-		e.printf("broker %d: %s in the air given up\n", w.id, kmsg.NameForKey(c.req.Key()))
+	for _, side := range []bool{true, false} {
+		k := airKey{w.id, side}
+		if c, ok := e.inAir[k]; ok && len(w.inAir()) > 0 {
+			c.answer <- answer{err: context.Canceled}
+			delete(e.inAir, k)
+			e.printf("broker %d: %s in the air given up\n", w.id, kmsg.NameForKey(c.req.Key()))
+		}
 	}
 	e.landOrFail(t, w)
 	close(w.done)
@@ -484,28 +502,47 @@ func (e *driverEnv) stop(t *testing.T, w *worker) {
 }
 
 func (e *driverEnv) landOrFail(t *testing.T, w *worker) {
-	if w.flight == nil {
-		return
-	}
-	select {
-	case <-w.flights:
-		w.flight = nil
-	case <-time.After(10 * time.Second):
-		if t != nil {
-			t.Fatalf("broker %d: the request in the air never came back", w.id)
+	for range w.inAir() {
+		select {
+		case <-w.flights:
+		case <-time.After(10 * time.Second):
+			if t != nil {
+				t.Fatalf("broker %d: a request in the air never came back", w.id)
+			}
+			return
 		}
 	}
+	w.flight, w.side = nil, nil
 }
 
-// sent takes the request a worker just sent, as its one in the air: a
-// worker never has two.
-func (e *driverEnv) sent(t *testing.T, note string) {
-	c := e.await(t)
-	if prev, ok := e.inAir[c.broker]; ok {
-		t.Errorf("broker %d was sent %s while %s was in the air", c.broker, describeRequest(c.req), describeRequest(prev.req))
+// sent takes the n requests a worker just sent, each into its slot: a
+// worker never has two in one. They reach their broker in either order
+// (each on its own goroutine), so they are printed in send's: the side
+// request, then the Fetch.
+func (e *driverEnv) sent(t *testing.T, n int, note string) {
+	var cs []call
+	for range n {
+		cs = append(cs, e.await(t))
 	}
-	e.inAir[c.broker] = c
-	e.printf("broker %d <- %s%s\n", c.broker, describeRequest(c.req), note)
+	slices.SortFunc(cs, func(a, b call) int {
+		if ka, kb := keyOf(a), keyOf(b); ka.broker != kb.broker {
+			return int(ka.broker - kb.broker)
+		} else if ka.side != kb.side {
+			if ka.side {
+				return -1
+			}
+			return 1
+		}
+		return 0
+	})
+	for _, c := range cs {
+		k := keyOf(c)
+		if prev, ok := e.inAir[k]; ok {
+			t.Errorf("broker %d was sent %s while %s was in the air", c.broker, describeRequest(c.req), describeRequest(prev.req))
+		}
+		e.inAir[k] = c
+		e.printf("broker %d <- %s%s\n", c.broker, describeRequest(c.req), note)
+	}
 }
 
 func joinTPs(tps []wire.TopicPartition) string {
@@ -548,18 +585,31 @@ func (e *driverEnv) await(t *testing.T) call {
 }
 
 // reply answers broker N's request in the air and lets its worker receive
-// the answer, as run does when its flight lands.
+// the answer, as run does when its flight lands. With both slots in the
+// air, the story says which: fetch or side.
 func (e *driverEnv) reply(t *testing.T, d *datadriven.TestData) {
 	var id int
 	d.ScanArgs(t, "broker", &id)
-	c, ok := e.inAir[int32(id)]
-	if !ok {
+	fetch, side := e.inAir[airKey{int32(id), false}], e.inAir[airKey{int32(id), true}]
+	var k airKey
+	switch {
+	case fetch.req == nil && side.req == nil:
 		d.Fatalf(t, "broker %d has no request in the air", id)
+	case fetch.req != nil && side.req != nil && d.HasArg("fetch") == d.HasArg("side"):
+		d.Fatalf(t, "broker %d has a Fetch and a %s in the air: say fetch or side", id, kmsg.NameForKey(side.req.Key()))
+	case side.req != nil && !d.HasArg("fetch"):
+		k = airKey{int32(id), true}
+	default:
+		k = airKey{int32(id), false}
 	}
-	delete(e.inAir, int32(id))
+	c, ok := e.inAir[k]
+	if !ok {
+		d.Fatalf(t, "broker %d has no such request in the air", id)
+	}
+	delete(e.inAir, k)
 	var w *worker
 	for _, x := range e.workers() {
-		if x.id == int32(id) && x.flight != nil {
+		if x.id == int32(id) && len(x.inAir()) > 0 {
 			w = x
 		}
 	}
@@ -591,8 +641,8 @@ func (e *driverEnv) reply(t *testing.T, d *datadriven.TestData) {
 	select {
 	case f := <-w.flights:
 		w.landed(e.ctx, f)
-		if w.flight != nil {
-			e.sent(t, " (ahead of the appends)")
+		if f.key == kmsg.Fetch && w.flight != nil {
+			e.sent(t, 1, " (ahead of the appends)")
 			// A partition whose answer changed nothing goes out again
 			// under the same id, its answer not stepped (part.carry).
 			var carried []wire.TopicPartition
@@ -637,9 +687,12 @@ func (e *driverEnv) shutdown(t *testing.T) {
 	}
 	e.cancel()
 	for _, w := range e.workers() {
-		if c, ok := e.inAir[w.id]; ok {
-			delete(e.inAir, w.id)
-			e.printf("broker %d: %s in the air given up\n", w.id, kmsg.NameForKey(c.req.Key()))
+		for _, side := range []bool{true, false} {
+			k := airKey{w.id, side}
+			if c, ok := e.inAir[k]; ok {
+				delete(e.inAir, k)
+				e.printf("broker %d: %s in the air given up\n", w.id, kmsg.NameForKey(c.req.Key()))
+			}
 		}
 		e.landOrFail(t, w)
 		close(w.done)

@@ -70,8 +70,10 @@ func TestRiseRetriedWhileIdle(t *testing.T) {
 		t.Fatal(err)
 	}
 	step("metadata", "", "t-0 leader=1 epoch=7")
-	step("reply", "broker=1", "t-0 epoch=1 end=5")
-	for range 3 { // the first in the new epoch is stepped, the others carried
+	step("reply", "broker=1 side", "t-0 epoch=1 end=5")
+	// The first answers the Fetch of epoch 1 (stale), the next in the new
+	// epoch is stepped, the others carried.
+	for range 4 {
 		step("reply", "broker=1", "t-0 hw=5")
 	}
 	if _, epoch, _ := e.m.CatalogPartition("t", 0); epoch == 7 {

@@ -43,10 +43,13 @@ type Status struct {
 	InFlightSince *time.Time `json:"in_flight_since,omitempty"`
 }
 
-// inFlight is a partition's request in the air, and the worker that sent
-// it, so that another worker's answer never clears it.
+// inFlight is a partition's request in the air, the worker that sent it
+// and its id, so that neither another worker's answer nor the answer to an
+// older request of the same partition (stale, still in the air beside its
+// next, worker.side) clears it.
 type inFlight struct {
 	worker int32
+	id     uint64
 	api    string
 	since  time.Time
 }
@@ -58,8 +61,8 @@ func (m *Manager) setInFlight(worker int32, api string, since time.Time, tps map
 	if m.inFlight == nil {
 		m.inFlight = map[wire.TopicPartition]inFlight{}
 	}
-	for tp := range tps {
-		m.inFlight[tp] = inFlight{worker: worker, api: api, since: since}
+	for tp, id := range tps {
+		m.inFlight[tp] = inFlight{worker: worker, id: id, api: api, since: since}
 	}
 }
 
@@ -77,13 +80,13 @@ func APIName(k kmsg.Key) string {
 	return k.Name()
 }
 
-// clearInFlight forgets worker's requests for tps: answered, failed or
-// given up.
+// clearInFlight forgets worker's requests for tps, by id: answered, failed
+// or given up.
 func (m *Manager) clearInFlight(worker int32, tps map[wire.TopicPartition]uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for tp := range tps {
-		if f, ok := m.inFlight[tp]; ok && f.worker == worker {
+	for tp, id := range tps {
+		if f, ok := m.inFlight[tp]; ok && f.worker == worker && f.id == id {
 			delete(m.inFlight, tp)
 		}
 	}

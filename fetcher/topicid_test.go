@@ -47,11 +47,11 @@ func TestNoFetchWithoutTopicID(t *testing.T) {
 		t.Fatalf("before the late topic's id is known, %d partitions are followed; want the %d of the other topic", n, perTopic)
 	}
 	// Let each broker's first Fetch (the early topic alone) come back empty.
-	for id, c := range e.inAir {
-		delete(e.inAir, id)
+	for k, c := range e.inAir {
+		delete(e.inAir, k)
 		c.answer <- answer{resp: emptyFetchAnswer(c.req.(*kmsg.FetchRequest))}
 		for _, w := range e.workers() {
-			if w.id == id {
+			if w.id == k.broker {
 				w.receive(<-w.flights)
 				w.flight = nil
 			}

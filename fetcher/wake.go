@@ -31,11 +31,12 @@ func (w *worker) tickDue(now time.Time) {
 }
 
 // limits is the Fetch limits with the long poll cut to end when the
-// worker's next backoff does. A worker has one request in the air, so a
-// retry that falls due during a long poll waits for its answer: the epoch
-// round of the partitions a new leader answered UNKNOWN_LEADER_EPOCH
-// (follower.Together) went out up to MaxWait late, most of kfollower's
-// own share of a leader move (BenchmarkScale). A broker answers a Fetch
+// worker's next backoff does. A worker has one Fetch in the air, so a
+// Fetch retry that falls due during a long poll waits for its answer; so
+// did, before epoch queries had a slot of their own (worker.side), the
+// epoch round of the partitions a new leader answered UNKNOWN_LEADER_EPOCH
+// (follower.Together), up to MaxWait late, most of kfollower's own share
+// of a leader move (BenchmarkScale). A broker answers a Fetch
 // at MaxWait with what it has (FetchRequest max_wait_ms), so a shorter one
 // costs one more round trip and loses nothing. Kafka's replica fetcher
 // waits the whole replica.fetch.wait.max.ms instead, the delayed

@@ -46,9 +46,9 @@ func TestLongPollEndsWithBackoff(t *testing.T) {
 	step := func(cmd, args, input string) string { return e.step(t, "wake_test", cmd, args, input) }
 	maxWait := func(broker int32) int32 {
 		t.Helper()
-		r, ok := e.inAir[broker].req.(*kmsg.FetchRequest)
+		r, ok := e.inAir[airKey{broker: broker}].req.(*kmsg.FetchRequest)
 		if !ok {
-			t.Fatalf("broker %d has %T in the air, want a Fetch", broker, e.inAir[broker].req)
+			t.Fatalf("broker %d has %T in the air, want a Fetch", broker, e.inAir[airKey{broker: broker}].req)
 		}
 		return r.MaxWaitMillis
 	}

@@ -18,8 +18,9 @@ import (
 
 // worker is the one goroutine that talks to one leader broker. It owns the
 // partitions that broker leads (their state machines and their logs), and
-// batches their requests: one OffsetsForLeaderEpoch, ListOffsets or Fetch
-// request at a time for all of them, as Kafka's replica fetcher thread does.
+// batches their requests, as Kafka's replica fetcher thread does: one Fetch
+// at a time for all of them and, beside it, one OffsetsForLeaderEpoch or
+// ListOffsets at a time (worker.side).
 //
 // Fetches are pipelined: when a Fetch response lands, the next Fetch goes
 // out before its batches are appended (sendAhead), asking each partition
@@ -47,8 +48,21 @@ type worker struct {
 	rank     map[wire.TopicPartition]uint64
 	nextRank uint64
 
-	flight  *flight      // the request in the air, nil if none; never more than one
-	flights chan *flight // its completion; buffered so the sender never blocks
+	flight *flight // the Fetch in the air, nil if none; never more than one
+	// side is the OffsetsForLeaderEpoch or ListOffsets in the air beside
+	// the Fetch, nil if none. Kafka's replica fetcher thread sends them in
+	// turn, so a partition a broker takes over waits for the long poll in
+	// the air before its epoch query goes out, and again at every round of
+	// the walk (KIP-279): at 10,000 partitions most of kfollower's own
+	// share of a leader move was spent so (BenchmarkScale, issue 14). A
+	// partition's own requests stay one at a time (its state machine hands
+	// out one), so KIP-101's order, reconcile before fetching from a new
+	// leader, holds per partition; only different partitions' requests go
+	// side by side. franz-go sends them on another connection than Fetch
+	// (kgo's cxnNormal against cxnFetch, or the direct Fetch connection),
+	// so the broker answers them while the Fetch waits.
+	side    *flight
+	flights chan *flight // completions of both; buffered so a sender never blocks
 	done    chan struct{}
 
 	// session is the KIP-227 fetch session with this broker: every Fetch
@@ -93,7 +107,8 @@ type handback struct {
 }
 
 // flight is one batched request and, once back, its response. Only one of
-// epochQs, lists and fetches is set, as key says.
+// epochQs, lists and fetches is set, as key says: a Fetch is w.flight, the
+// others w.side.
 type flight struct {
 	key      kmsg.Key                       // kmsg.OffsetForLeaderEpoch, kmsg.ListOffsets or kmsg.Fetch
 	reqIDs   map[wire.TopicPartition]uint64 // each partition's request id, for its reply
@@ -128,6 +143,18 @@ func (f *flight) idFor(tp wire.TopicPartition) (uint64, bool) {
 	return id, ok
 }
 
+// inAir returns the worker's requests in the air: the Fetch, the side
+// request, both or none.
+func (w *worker) inAir() []*flight {
+	var fs []*flight
+	for _, f := range []*flight{w.flight, w.side} {
+		if f != nil {
+			fs = append(fs, f)
+		}
+	}
+	return fs
+}
+
 func newWorker(m *Manager, id int32) *worker {
 	broker := m.broker(id)
 	return &worker{
@@ -136,7 +163,7 @@ func newWorker(m *Manager, id int32) *worker {
 		parts:   map[wire.TopicPartition]*part{},
 		rank:    map[wire.TopicPartition]uint64{},
 		session: wire.NewFetchSession(!m.cfg.NoFetchSessions),
-		flights: make(chan *flight, 1),
+		flights: make(chan *flight, 2),
 		done:    make(chan struct{}),
 	}
 }
@@ -164,9 +191,7 @@ func (w *worker) run(ctx context.Context) {
 		w.processAll(now)
 		w.releaseHeld() // every Ready carried out: no Append points into them
 		w.bindAhead()
-		if w.flight == nil {
-			w.send(ctx)
-		}
+		w.send(ctx)
 		var wakeC <-chan time.Time
 		if at, ok := w.nextWake(); ok {
 			d := max(at.Sub(now), 0)
@@ -203,11 +228,30 @@ func (w *worker) run(ctx context.Context) {
 	}
 }
 
-// landed takes the answer of the request in the air: it is stepped into the
-// partitions, and the next Fetch is sent ahead of the appends it decided.
+// landed takes the answer of a request in the air: it is stepped into the
+// partitions, and, for a Fetch, the next Fetch is sent ahead of the appends
+// it decided.
 func (w *worker) landed(ctx context.Context, f *flight) {
-	w.flight = nil
+	if f == w.side {
+		w.side = nil
+	} else {
+		w.flight = nil
+	}
 	w.m.clearInFlight(w.id, f.reqIDs)
+	// A partition with a request in the other slot too (one of the two
+	// stale, a new leader came between them) shows that one again: it is
+	// still in the air.
+	for _, o := range w.inAir() {
+		both := map[wire.TopicPartition]uint64{}
+		for tp := range f.reqIDs {
+			if id, ok := o.reqIDs[tp]; ok {
+				both[tp] = id
+			}
+		}
+		if len(both) > 0 {
+			w.m.setInFlight(w.id, APIName(o.key), o.sent, both)
+		}
+	}
 	if f.buf != nil {
 		w.held = append(w.held, f.buf) // its records are appended by the next processAll
 	}
@@ -215,15 +259,20 @@ func (w *worker) landed(ctx context.Context, f *flight) {
 	w.sendAhead(ctx, ahead, carried)
 }
 
-// land waits for the request in the air, if any, and drops its answer.
+// land waits for the requests in the air, if any, and drops their answers.
 func (w *worker) land() {
-	if w.flight != nil {
+	fs := w.inAir()
+	for range fs {
 		<-w.flights
-		w.m.clearInFlight(w.id, w.flight.reqIDs)
-		w.session.Failed(w.flight.session) // its answer is dropped
-		w.release(w.flight.buf)            // and nothing was stepped from it
-		w.flight = nil
 	}
+	for _, f := range fs {
+		w.m.clearInFlight(w.id, f.reqIDs)
+		if f.key == kmsg.Fetch {
+			w.session.Failed(f.session) // its answer is dropped
+		}
+		w.release(f.buf) // and nothing was stepped from it
+	}
+	w.flight, w.side = nil, nil
 }
 
 // releaseHeld releases the buffers of the responses whose records have
@@ -335,9 +384,11 @@ func (w *worker) handle(o order, now time.Time) (quit bool) {
 			p.uncarry(now)
 			// A request of its still in the air is given up, so its state
 			// machine does not wait for a reply this worker will drop.
-			if id, ok := w.flight.idFor(o.tp); ok {
-				p.step(now, follower.RequestFailed{ID: id, Err: fmt.Errorf("%s moved away from broker %d", o.tp, w.id)})
-				w.m.clearInFlight(w.id, map[wire.TopicPartition]uint64{o.tp: id})
+			for _, f := range w.inAir() {
+				if id, ok := f.idFor(o.tp); ok {
+					p.step(now, follower.RequestFailed{ID: id, Err: fmt.Errorf("%s moved away from broker %d", o.tp, w.id)})
+					w.m.clearInFlight(w.id, map[wire.TopicPartition]uint64{o.tp: id})
+				}
 			}
 			// A request not yet sent travels with the partition: it may
 			// be addressed to the new leader already (a KIP-951 hint got
@@ -445,10 +496,10 @@ func (w *worker) nextWake() (time.Time, bool) {
 	return at, !at.IsZero()
 }
 
-// send starts the next batched request: epoch queries first (reconciliation
-// comes before any fetch from a new leader, KIP-101), then ListOffsets, then
-// fetches. Requests addressed to another broker wait for the hand-off that
-// metadata will bring.
+// send starts the next batched requests into the free slots: on the side,
+// epoch queries first (reconciliation comes before any fetch from a new
+// leader, KIP-101), then ListOffsets; and the Fetch. Requests addressed to
+// another broker wait for the hand-off that metadata will bring.
 func (w *worker) send(ctx context.Context) {
 	var (
 		epochs  map[wire.TopicPartition]*follower.OffsetsForLeaderEpoch
@@ -456,6 +507,10 @@ func (w *worker) send(ctx context.Context) {
 		fetches map[wire.TopicPartition]*follower.Fetch
 		carried []wire.TopicPartition
 	)
+	sideFree, fetchFree := w.side == nil, w.flight == nil
+	if !sideFree && !fetchFree {
+		return
+	}
 	for tp, p := range w.parts {
 		if p.carrying {
 			carried = append(carried, tp)
@@ -463,72 +518,61 @@ func (w *worker) send(ctx context.Context) {
 		}
 		switch r := p.pending.(type) {
 		case *follower.OffsetsForLeaderEpoch:
-			if r.Leader == w.id {
+			if sideFree && r.Leader == w.id {
 				addTo(&epochs, tp, r)
 			}
 		case *follower.ListOffsets:
-			if r.Leader == w.id {
+			if sideFree && r.Leader == w.id {
 				addTo(&lists, tp, r)
 			}
 		case *follower.Fetch:
-			if r.Leader == w.id {
+			if fetchFree && r.Leader == w.id {
 				addTo(&fetches, tp, r)
 			}
 		}
 	}
-	if len(carried) > 0 && (len(epochs) > 0 || len(lists) > 0) {
-		// The epoch queries or ListOffsets go first, and the carried
-		// Fetches cannot wait in the air behind them: their answers are
-		// stepped, and the state machines hand out their Fetches again.
-		now := w.m.cfg.Now()
-		for _, tp := range carried {
-			w.parts[tp].uncarry(now)
-		}
-		carried = nil
-	}
-	var ids map[string]wire.TopicID
-	if len(epochs) == 0 && len(lists) == 0 && len(fetches)+len(carried) > 0 {
-		ids = w.m.topicIDs()
-		if withoutID(fetches, ids) {
-			w.m.requestRefresh()
-		}
-	}
-	f := &flight{}
-	var reqs []kmsg.Request
 	switch {
 	case len(epochs) > 0:
-		f.key, f.reqIDs, f.epochQs = kmsg.OffsetForLeaderEpoch, requestIDs(epochs, 0), epochQueries(epochs)
-		reqs = []kmsg.Request{wire.OffsetsForLeaderEpochRequest(f.epochQs)}
+		f := &flight{key: kmsg.OffsetForLeaderEpoch, reqIDs: requestIDs(epochs, 0), epochQs: epochQueries(epochs)}
+		w.start(ctx, f, []kmsg.Request{wire.OffsetsForLeaderEpochRequest(f.epochQs)})
 	case len(lists) > 0:
-		f.key, f.reqIDs, f.lists = kmsg.ListOffsets, requestIDs(lists, 0), listQueries(lists)
+		f := &flight{key: kmsg.ListOffsets, reqIDs: requestIDs(lists, 0), lists: listQueries(lists)}
 		earliest, latest := wire.ListOffsetsRequests(f.lists)
-		reqs = []kmsg.Request{earliest, latest}
-	case len(fetches)+len(carried) > 0:
-		n := len(fetches) + len(carried)
-		f.key, f.reqIDs, f.fetches = kmsg.Fetch, requestIDs(fetches, n), fetchPartitions(fetches, n)
-		w.addCarried(f, carried, ids)
-		if len(f.fetches) == 0 {
-			return
-		}
-		f.topicIDs, f.order = ids, w.fetchOrder(f.fetches)
-		req, sf := w.session.Request(f.order, f.fetches, f.topicIDs, w.limits(w.m.cfg.Now()))
-		f.session, reqs = sf, []kmsg.Request{req}
-	default:
+		w.start(ctx, f, []kmsg.Request{earliest, latest})
+	}
+	if !fetchFree || len(fetches)+len(carried) == 0 {
 		return
 	}
-	w.start(ctx, f, reqs)
+	ids := w.m.topicIDs()
+	if withoutID(fetches, ids) {
+		w.m.requestRefresh()
+	}
+	n := len(fetches) + len(carried)
+	f := &flight{key: kmsg.Fetch, reqIDs: requestIDs(fetches, n), fetches: fetchPartitions(fetches, n)}
+	w.addCarried(f, carried, ids)
+	if len(f.fetches) == 0 {
+		return
+	}
+	f.topicIDs, f.order = ids, w.fetchOrder(f.fetches)
+	req, sf := w.session.Request(f.order, f.fetches, f.topicIDs, w.limits(w.m.cfg.Now()))
+	f.session = sf
+	w.start(ctx, f, []kmsg.Request{req})
 }
 
 // start sends f's requests, one after the other, on a goroutine of its
-// own that reports to w.flights; the partitions whose requests f carries
-// have them sent.
+// own that reports to w.flights, into f's slot (a Fetch is w.flight, any
+// other w.side); the partitions whose requests f carries have them sent.
 func (w *worker) start(ctx context.Context, f *flight, reqs []kmsg.Request) {
 	for tp := range f.reqIDs {
 		p := w.parts[tp]
 		p.pending, p.carrying = nil, false // sent
 	}
 	f.sent = w.m.cfg.Now()
-	w.flight = f
+	if f.key == kmsg.Fetch {
+		w.flight = f
+	} else {
+		w.side = f
+	}
 	w.m.setInFlight(w.id, APIName(f.key), f.sent, f.reqIDs)
 	// The request goroutine is owned by this worker: run waits for it
 	// before returning, and it ends with ctx.
@@ -791,29 +835,20 @@ func nextFetch(sent wire.FetchPartition, a wire.FetchAnswer) wire.FetchPartition
 // just landed are carried out: for each partition in ahead, the position
 // it will fetch from next if its append succeeds, and with them the
 // Fetches the state machines have handed out and not sent yet. It sends
-// nothing while an OffsetsForLeaderEpoch or ListOffsets waits (they come
-// first, as in send), or if a request is in the air already.
+// nothing if a Fetch is in the air already. An OffsetsForLeaderEpoch or
+// ListOffsets that waits goes beside it, in the next send.
 func (w *worker) sendAhead(ctx context.Context, ahead map[wire.TopicPartition]wire.FetchPartition, carried []wire.TopicPartition) {
 	if ahead == nil || len(ahead)+len(carried) == 0 || w.flight != nil {
 		return
 	}
 	if at, ok := w.nextWake(); ok && !w.m.cfg.Now().Before(at) {
-		// A backoff is over (an epoch query to retry, fetcher/wake.go):
-		// it goes first, in the next send, not behind a long poll.
+		// A backoff is over (fetcher/wake.go): its partition's retry,
+		// if a Fetch, goes in the next send, not behind a long poll.
 		return
 	}
 	var fetches map[wire.TopicPartition]*follower.Fetch
 	for tp, p := range w.parts {
-		switch r := p.pending.(type) {
-		case *follower.OffsetsForLeaderEpoch:
-			if r.Leader == w.id {
-				return
-			}
-		case *follower.ListOffsets:
-			if r.Leader == w.id {
-				return
-			}
-		case *follower.Fetch:
+		if r, ok := p.pending.(*follower.Fetch); ok {
 			if _, ok := ahead[tp]; !ok && r.Leader == w.id && !p.sm.HasReady() {
 				addTo(&fetches, tp, r)
 			}
