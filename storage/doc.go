@@ -173,7 +173,9 @@
 // Open of an empty log (no .log byte, no intent) fsyncs nothing: a crash
 // can only take the empty log, which the next Open creates again. For a
 // new one it writes partition.metadata without an fsync (tmp, rename) and
-// no recovery point, then creates the segment's files; reopening an empty
+// no recovery point, then creates the segment's .log (its .index and
+// .timeindex come with the settle below, as Kafka creates an index file
+// on first use); reopening an empty
 // log writes nothing (but partition.metadata, fsynced, when it gets a
 // topic id it had none of and was settled before: Open tolerates a torn
 // one only of a log never settled). Appends fsync nothing either; the log's first fsync
@@ -181,7 +183,8 @@
 // it first: partition.metadata's data, the recovery point at the
 // segment's start if there is none (unsynced), the active segment's
 // .kfollower-txns (tmp fsynced, renamed), the checkpoint if an Append
-// wrote it, then the partition directory, the data directory and any
+// wrote it, a new log's empty .index and .timeindex, then the partition
+// directory, the data directory and any
 // other parent Open created. So no durable end is declared before the
 // files and their directory entries are durable. A log whose only segment
 // has no .kfollower-txns was never settled: nothing of it was declared

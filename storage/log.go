@@ -310,6 +310,12 @@ func (l *Log) settle() error {
 			return fmt.Errorf("%s: %w", l.tp(), err)
 		}
 	}
+	// A new log's first segment has no index files yet (createSegment),
+	// nor has an empty one reopened since; any there are kept as they
+	// are (their state is s.idx's and s.tidx's).
+	if err := s.makeIndexes(0); err != nil {
+		return fmt.Errorf("%s: %w", l.tp(), err)
+	}
 	for _, d := range append([]string{l.dir}, l.unsyncedDirs...) {
 		if err := l.fsys.SyncDir(d); err != nil {
 			return fmt.Errorf("%s: syncing directory %s: %w", l.tp(), d, err)

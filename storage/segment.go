@@ -118,7 +118,12 @@ func openSegmentFiles(fsys fileSystem, dir string, base int64, interval int, now
 // expect beside every .log. The .txnindex comes on demand (segment).
 // Durable when dir is fsynced next: durable says whether createSegment
 // does it now or the caller does it later (a new log's first segment:
-// Log.settle).
+// Log.settle). A segment made durable later gets its index files then too
+// (makeIndexes), as Kafka creates an index file on first use (LazyIndex):
+// on a filesystem whose file creation is slow (an ext4 without a journal
+// skips every inode deleted in the last minute, fs/ext4/ialloc.c
+// recently_deleted), the two creations were a third of the cost of
+// opening a new log, paid by each of thousands at a first start-up.
 func createSegment(fsys fileSystem, dir string, base int64, interval int, now time.Time, durable bool) (*segment, error) {
 	s, err := openSegmentFiles(fsys, dir, base, interval, now)
 	if err != nil {
@@ -128,17 +133,13 @@ func createSegment(fsys fileSystem, dir string, base int64, interval int, now ti
 		s.close()
 		return nil, fmt.Errorf("creating segment %s: %w", s.path(logSuffix), err)
 	}
-	for _, suf := range []string{indexSuffix, timeIndexSuffix} {
-		f, err := fsys.OpenFile(s.path(suf), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-		if err == nil {
-			err = f.Close()
-		}
-		if err != nil {
+	s.idx, s.tidx, s.txnf = indexFile{}, indexFile{}, indexFile{}
+	if durable {
+		if err := s.makeIndexes(os.O_TRUNC); err != nil {
 			s.close()
-			return nil, fmt.Errorf("creating segment %s: %w", s.path(suf), err)
+			return nil, fmt.Errorf("creating segment: %w", err)
 		}
 	}
-	s.idx, s.tidx, s.txnf = indexFile{}, indexFile{}, indexFile{}
 	// A stale .txnindex of a segment once at this base (a full truncation
 	// restarting where a segment began) would be read as this one's.
 	if err := fsys.Remove(s.path(txnIndexSuffix)); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -152,6 +153,21 @@ func createSegment(fsys fileSystem, dir string, base int64, interval int, now ti
 		}
 	}
 	return s, nil
+}
+
+// makeIndexes creates the .index and .timeindex files if they are not
+// there (flag os.O_TRUNC: empties them if they are), closed again.
+func (s *segment) makeIndexes(flag int) error {
+	for _, suf := range []string{indexSuffix, timeIndexSuffix} {
+		f, err := s.fsys.OpenFile(s.path(suf), os.O_WRONLY|os.O_CREATE|flag, 0o644)
+		if err == nil {
+			err = f.Close()
+		}
+		if err != nil {
+			return fmt.Errorf("creating %s: %w", s.path(suf), err)
+		}
+	}
+	return nil
 }
 
 func (s *segment) close() error {
