@@ -60,6 +60,8 @@ import (
 // MB/s, the medians of the per-round ratios interval/replica (goal ≥ 1.5),
 // os/consumer (goal ≥ 0.9) and os/os-client, every spread (min–max over the
 // rounds) in the log, and the load average before and after every run.
+// Every timed run starts on a disk at rest (waitDiskSettled): what the run
+// before it left to write back or discard is not charged to it.
 // Before the rounds, one untimed warm-up round of every contender, and the
 // guest's memory held (holdGuestMemory: on a VM that hands freed memory back
 // to its host, the next writer into the page cache would pay the host's
@@ -165,12 +167,13 @@ func BenchmarkReplica(b *testing.B) {
 		for _, t := range topics {
 			for i := range contenders {
 				k := contenders[(i+round)%len(contenders)]
+				settled := waitDiskSettled()
 				before := loadAverage()
 				d, note := k.run(t)
 				rate := t.mib / d.Seconds()
 				rates[t.short+"/"+k.name] = append(rates[t.short+"/"+k.name], rate)
-				b.Logf("round %d, %s, %-9s %8v %6.0f MB/s; load before %s, after %s%s",
-					round, t.short, k.name, d.Round(time.Millisecond), rate, before, loadAverage(), note)
+				b.Logf("round %d, %s, %-9s %8v %6.0f MB/s; %s; load before %s, after %s%s",
+					round, t.short, k.name, d.Round(time.Millisecond), rate, settled, before, loadAverage(), note)
 			}
 		}
 	}
