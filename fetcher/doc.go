@@ -1,6 +1,8 @@
 // Package fetcher is kfollower's I/O driver. One goroutine per leader broker
 // owns that broker's partitions: it batches their OffsetsForLeaderEpoch and
-// Fetch requests, feeds the replies to the follower state machines, and
+// Fetch requests (a Fetch and an epoch query may be in the air at once,
+// each partition's own one at a time), feeds the replies to the follower
+// state machines, and
 // carries out the storage actions they decide, in order. Partitions move
 // between broker goroutines by hand-off, never through shared locks. What
 // it does is reported to Config.Observers (the Observer interface), which
