@@ -66,9 +66,9 @@ func kgoBackoff(fails int) time.Duration {
 
 // directFetch is one worker's Fetch path to its broker: its own
 // wire.FetchConn while one can be had, else franz-go's connection
-// (fallback). It is used by the worker's request goroutine alone, one
-// request at a time (a worker has at most one in the air, and starts the
-// next only after the last one landed, which orders the accesses), and
+// (fallback). It is used by the worker's Fetch goroutine alone, one
+// request at a time (a worker has at most one Fetch in the air, and starts
+// the next only after the last one landed, which orders the accesses), and
 // closed by the worker once none is in the air.
 type directFetch struct {
 	broker   int32

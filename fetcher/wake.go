@@ -11,10 +11,8 @@ import (
 // processAll). The wake timer alone is not enough: when a Fetch answer
 // and the timer are both ready, run may take the answer first (select
 // picks at random) and send the next Fetch, a long poll, before the timer
-// case has stepped the partitions whose wait is over; their retries (the
-// OffsetsForLeaderEpoch round of every partition a broker answered
-// UNKNOWN_LEADER_EPOCH while taking over, follower.Together) then waited
-// for one more long poll, every round of a leader move.
+// case has stepped the partitions whose wait is over; their retries then
+// waited for the next pass, and a Fetch retry for one more long poll.
 //
 // Then, if epoch queries to this broker are about to go out, the
 // partitions waiting for its take-over join them (joinEpochRound); with

@@ -30,8 +30,9 @@ import (
 // one already in the air is bound to it (bindAhead) and the answer is
 // stepped with its id; any other partition's part of that answer is
 // dropped. So a reply is only ever stepped for the position its state
-// machine asked for, and at most two responses per broker are in memory:
-// the one being appended and the one in the air. With Config.DirectFetch
+// machine asked for, and at most two Fetch responses per broker are in
+// memory: the one being appended and the one in the air (beside them, an
+// epoch query's or ListOffsets' answer, worker.side). With Config.DirectFetch
 // the Fetches go on a connection of the worker's own (direct.go), whose
 // response buffers the worker releases once their records are appended
 // (worker.held).
@@ -241,10 +242,12 @@ func (w *worker) landed(ctx context.Context, f *flight) {
 	// A partition with a request in the other slot too (one of the two
 	// stale, a new leader came between them) shows that one again: it is
 	// still in the air.
+	// Only a partition still here: one handed off since is another
+	// worker's to show.
 	for _, o := range w.inAir() {
 		both := map[wire.TopicPartition]uint64{}
 		for tp := range f.reqIDs {
-			if id, ok := o.reqIDs[tp]; ok {
+			if id, ok := o.reqIDs[tp]; ok && w.parts[tp] != nil {
 				both[tp] = id
 			}
 		}
@@ -383,10 +386,14 @@ func (w *worker) handle(o order, now time.Time) (quit bool) {
 			// again from here.
 			p.uncarry(now)
 			// A request of its still in the air is given up, so its state
-			// machine does not wait for a reply this worker will drop.
+			// machine does not wait for a reply this worker will drop; in
+			// the other slot there may be a stale one of it, not stepped
+			// (it would count as a stale reply).
 			for _, f := range w.inAir() {
 				if id, ok := f.idFor(o.tp); ok {
-					p.step(now, follower.RequestFailed{ID: id, Err: fmt.Errorf("%s moved away from broker %d", o.tp, w.id)})
+					if r := p.sm.InFlight(); r != nil && r.RequestID() == id {
+						p.step(now, follower.RequestFailed{ID: id, Err: fmt.Errorf("%s moved away from broker %d", o.tp, w.id)})
+					}
 					w.m.clearInFlight(w.id, map[wire.TopicPartition]uint64{o.tp: id})
 				}
 			}

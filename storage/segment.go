@@ -113,9 +113,10 @@ func openSegmentFiles(fsys fileSystem, dir string, base int64, interval int, now
 	return s, nil
 }
 
-// createSegment makes a new, empty segment: its .log (held open), and
-// empty .index and .timeindex files (closed again), which Kafka's tools
-// expect beside every .log. The .txnindex comes on demand (segment).
+// createSegment makes a new, empty segment: its .log (held open), and,
+// when durable, empty .index and .timeindex files (closed again), which
+// Kafka's tools expect beside every .log. The .txnindex comes on demand
+// (segment).
 // Durable when dir is fsynced next: durable says whether createSegment
 // does it now or the caller does it later (a new log's first segment:
 // Log.settle). A segment made durable later gets its index files then too
