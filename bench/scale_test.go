@@ -192,6 +192,9 @@ func benchScale(b *testing.B, partitions int, idle time.Duration, clusterOnly bo
 			b.Fatal(err)
 		}
 		defer os.RemoveAll(dir)
+		note, cleanup := waitCreationFast()
+		defer cleanup()
+		b.Logf("before the start-up: %s", note)
 		fcl := c.Client()
 		defer fcl.Close()
 		m, err = fetcher.New(fetcher.Config{

@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -123,3 +124,57 @@ func sampleDisk(stat string) (diskSample, error) {
 	}
 	return s, nil
 }
+
+// waitCreationFast waits, at most creationLimit, until creating a file in
+// the temp dir's filesystem costs less than creationFast, and returns what
+// it found, to log beside the start-up's figures, and a func that removes
+// its files, to call once the figures are taken.
+//
+// Why: on an ext4 without a journal (this project's machines), a new
+// inode skips every inode deleted in the last 60 s, 360 s while its
+// inode table block is dirty (fs/ext4/ialloc.c, recently_deleted); after
+// a large delete, such as the previous BenchmarkScale's data dir of
+// 10,000 logs, each creation cost 0.3–0.8 ms of kernel CPU for minutes,
+// and the next start-up, which creates tens of thousands of files, took
+// 34 s in place of 4–6 s. Each look syncs (so the deleted inodes' table
+// blocks are clean and the shorter window applies), then times
+// creationProbes creations in a new directory, kept until the end so that
+// the probe deletes nothing meanwhile.
+func waitCreationFast() (string, func()) {
+	root, err := os.MkdirTemp("", "kfollower-creation-probe-")
+	if err != nil {
+		return fmt.Sprintf("file creation not probed (%v)", err), func() {}
+	}
+	cleanup := func() { os.RemoveAll(root) }
+	start := time.Now()
+	for i := 0; ; i++ {
+		syscall.Sync()
+		probe := filepath.Join(root, strconv.Itoa(i))
+		if err := os.Mkdir(probe, 0o755); err != nil {
+			return fmt.Sprintf("file creation not probed (%v)", err), cleanup
+		}
+		t0 := time.Now()
+		for j := range creationProbes {
+			f, err := os.Create(filepath.Join(probe, strconv.Itoa(j)))
+			if err != nil {
+				return fmt.Sprintf("file creation not probed (%v)", err), cleanup
+			}
+			f.Close()
+		}
+		each := time.Since(t0) / creationProbes
+		if each < creationFast {
+			return fmt.Sprintf("file creation at %v a file after %v", each.Round(time.Microsecond), time.Since(start).Round(time.Second)), cleanup
+		}
+		if time.Since(start) > creationLimit {
+			return fmt.Sprintf("file creation still SLOW after %v: %v a file (inodes deleted in the last minutes, docs/testing.md)",
+				creationLimit, each.Round(time.Microsecond)), cleanup
+		}
+		time.Sleep(10 * time.Second)
+	}
+}
+
+const (
+	creationProbes = 200
+	creationFast   = 150 * time.Microsecond
+	creationLimit  = 7 * time.Minute
+)

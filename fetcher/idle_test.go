@@ -61,8 +61,9 @@ func (c *fetchCounter) waitPast(t *testing.T, n int) (first, last int64) {
 // partition's Fetch goes out again as it was (part.carry). Metadata
 // repeated every 50 ms, naming the same leaders, steps none either. So
 // the steps of idle long polls are zero at 4 partitions and at 200, with
-// sessions and without. Then a record produced to one partition is copied:
-// a carried Fetch is answered as any other.
+// sessions and without; with a session the idle answers are taken whole,
+// not partition by partition (worker.quietAgain). Then a record produced
+// to one partition is copied: a carried Fetch is answered as any other.
 func TestIdleLongPollStepsNothing(t *testing.T) {
 	for _, parts := range []int32{4, 200} {
 		for _, noSessions := range []bool{false, true} {
@@ -86,9 +87,19 @@ func TestIdleLongPollStepsNothing(t *testing.T) {
 				// Two answers for every partition to be answered once
 				// with what it has copied, then three idle ones.
 				obs.waitPast(t, 2)
+				q0 := m.quiet.Load()
 				first, last := obs.waitPast(t, 3)
 				if d := last - first; d != 0 {
 					t.Errorf("3 idle long polls of %d partitions stepped state machines %d times, want 0", parts, d)
+				}
+				// With a session, the idle answers after the first that
+				// carried them are taken whole (worker.quietAgain);
+				// without one, each names every partition.
+				switch q := m.quiet.Load() - q0; {
+				case !noSessions && q < 2:
+					t.Errorf("%d of 3 idle long polls taken whole (quietAgain), want at least 2", q)
+				case noSessions && q != 0:
+					t.Errorf("%d sessionless long polls taken whole (quietAgain), want 0", q)
 				}
 				produceTo(t, c, []int32{parts - 1}, 2)
 				waitCopied(t, m, int(parts), int64(parts)+2, "the 2 more records")

@@ -95,6 +95,9 @@ type Manager struct {
 	// steps counts every state machine step of the partitions, for the
 	// tests that pin what an idle long poll costs (part.steps).
 	steps atomic.Int64
+	// quiet counts the Fetch answers taken by worker.quietAgain, for the
+	// same tests.
+	quiet atomic.Int64
 }
 
 // seenMeta is what Metadata named of one partition (Manager.seen).

@@ -159,6 +159,40 @@ func (s *FetchSession) replaced(fs map[TopicPartition]FetchPartition, ids map[st
 	return false
 }
 
+// Quiet takes the answer to a Fetch built by Request (or Again) when it is
+// an incremental one that names no partition, in a session that vouches
+// for every partition it holds (each answered before, and not with an
+// error): every partition is then as the session last saw it, which is
+// what Replies would answer for each, and the session moves on as Replies
+// would move it. For any other answer it reports false and changes
+// nothing: give that one to Replies. An idle broker answers every long
+// poll so; at thousands of partitions, an answer built for each of them
+// and taken by the worker one by one was most of an idle kfollower's CPU
+// (issue 14).
+func (s *FetchSession) Quiet(resp *kmsg.FetchResponse, sent SessionFetch) bool {
+	if !sent.inSession || !sent.incremental || resp.ErrorCode != 0 || resp.SessionID == 0 || len(resp.Topics) > 0 {
+		return false
+	}
+	for _, sp := range s.parts {
+		if sp.hw < 0 {
+			return false // Replies reports it missing
+		}
+	}
+	s.inAir = false
+	s.epoch = nextEpoch(s.epoch)
+	return true
+}
+
+// Again builds the next Fetch after one whose answer Quiet took, for the
+// same partitions, unchanged: the incremental Fetch naming none that
+// Request would build from them, without looking at each.
+func (s *FetchSession) Again(lim FetchLimits) (*kmsg.FetchRequest, SessionFetch) {
+	s.inAir = true
+	req := FetchRequestInOrder(nil, nil, nil, lim)
+	req.SessionID, req.SessionEpoch = s.id, s.epoch
+	return req, SessionFetch{inSession: true, incremental: true}
+}
+
 // Failed is told that the Fetch sent got no answer: the next is full, with
 // a new session (FetchSessionHandler.handleError).
 func (s *FetchSession) Failed(sent SessionFetch) {

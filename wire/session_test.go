@@ -351,3 +351,82 @@ func TestFetchSessionEpochWraps(t *testing.T) {
 		t.Fatalf("nextEpoch(5) = %d, want 6", got)
 	}
 }
+
+// Quiet takes an incremental answer naming nothing, in a session that
+// knows every partition's high watermark, as Replies would (the epoch goes
+// up by one), and Again builds the next Fetch as Request would for the
+// same partitions: incremental, naming and forgetting none. Anything else
+// Quiet leaves to Replies, the session untouched: a full request's answer,
+// an answer naming a partition or with a session-level error, a session
+// the broker closed (SessionID 0), a partition the session cannot vouch
+// for.
+func TestFetchSessionQuiet(t *testing.T) {
+	// Two sessions alike: one takes the answer by Quiet and builds the
+	// next Fetch by Again, the other by Replies and Request.
+	s, fs := established(t)
+	r, _ := established(t)
+	req, sf := s.Request(order3, fs, sessionIDs, DefaultFetchLimits)
+	checkMeta(t, req, 7, 1)
+	_, rsf := r.Request(order3, fs, sessionIDs, DefaultFetchLimits)
+	if !s.Quiet(sessionResponse(7), sf) {
+		t.Fatal("an empty incremental answer in a known session was not quiet")
+	}
+	if _, missing := r.Replies(sessionResponse(7), rsf, fs, sessionIDs); len(missing) != 0 {
+		t.Fatalf("Replies: missing %v", missing)
+	}
+	again, asf := s.Again(DefaultFetchLimits)
+	want, wsf := r.Request(order3, fs, sessionIDs, DefaultFetchLimits)
+	checkMeta(t, want, 7, 2)
+	checkMeta(t, again, 7, 2)
+	if len(again.Topics) != 0 || len(again.ForgottenTopics) != 0 || !asf.Incremental() || asf.Named() != 0 ||
+		again.MaxWaitMillis != want.MaxWaitMillis || again.ReplicaID != want.ReplicaID || again.MaxBytes != want.MaxBytes || asf != wsf {
+		t.Fatalf("Again built %+v (%+v), want what Request builds: %+v (%+v)", again, asf, want, wsf)
+	}
+	s.Replies(sessionResponse(7), asf, fs, sessionIDs)
+
+	for _, c := range []struct {
+		name string
+		resp *kmsg.FetchResponse
+		sf   func() SessionFetch
+	}{
+		{"naming a partition", sessionResponse(7, part{tp: tpB0, hw: 30, logStart: 5}), nil},
+		{"with an error", func() *kmsg.FetchResponse {
+			r := sessionResponse(7)
+			r.ErrorCode = kerr.InvalidFetchSessionEpoch.Code
+			return r
+		}(), nil},
+		{"closing the session", sessionResponse(0), nil},
+		{"to a full request", sessionResponse(7), func() SessionFetch {
+			n := NewFetchSession(true)
+			_, sf := n.Request(order3, fs, sessionIDs, DefaultFetchLimits)
+			return sf
+		}},
+	} {
+		epoch := s.epoch
+		req, sf := s.Request(order3, fs, sessionIDs, DefaultFetchLimits)
+		checkMeta(t, req, 7, epoch)
+		if c.sf != nil {
+			sf = c.sf()
+		}
+		if s.Quiet(c.resp, sf) {
+			t.Fatalf("an answer %s was taken as quiet", c.name)
+		}
+		if s.epoch != epoch || !s.inAir {
+			t.Fatalf("Quiet refused an answer %s but moved the session (epoch %d → %d, in the air %v)", c.name, epoch, s.epoch, s.inAir)
+		}
+		s.Replies(c.resp, sf, fs, sessionIDs)
+		if s.epoch == 0 {
+			s, fs = established(t)
+		}
+	}
+
+	// A partition whose last answer was an error: the session cannot
+	// vouch for it, so an answer leaving it out is not quiet.
+	s, fs = established(t)
+	_, sf = s.Request(order3, fs, sessionIDs, DefaultFetchLimits)
+	s.Replies(sessionResponse(7, part{tp: tpA1, hw: -1, logStart: -1, code: kerr.NotLeaderForPartition.Code}), sf, fs, sessionIDs)
+	_, sf = s.Request(order3, fs, sessionIDs, DefaultFetchLimits)
+	if s.Quiet(sessionResponse(7), sf) {
+		t.Fatal("an answer leaving out a partition the session cannot vouch for was taken as quiet")
+	}
+}
