@@ -299,7 +299,7 @@ func (w *worker) quietAgain(ctx context.Context, f *flight) bool {
 			return false
 		}
 	}
-	if !w.session.Quiet(resp, f.session) {
+	if !w.session.Quiet(resp, f.session, len(f.fetches)) {
 		return false
 	}
 	w.m.quiet.Add(1)

@@ -368,7 +368,7 @@ func TestFetchSessionQuiet(t *testing.T) {
 	req, sf := s.Request(order3, fs, sessionIDs, DefaultFetchLimits)
 	checkMeta(t, req, 7, 1)
 	_, rsf := r.Request(order3, fs, sessionIDs, DefaultFetchLimits)
-	if !s.Quiet(sessionResponse(7), sf) {
+	if !s.Quiet(sessionResponse(7), sf, 3) {
 		t.Fatal("an empty incremental answer in a known session was not quiet")
 	}
 	if _, missing := r.Replies(sessionResponse(7), rsf, fs, sessionIDs); len(missing) != 0 {
@@ -383,6 +383,14 @@ func TestFetchSessionQuiet(t *testing.T) {
 		t.Fatalf("Again built %+v (%+v), want what Request builds: %+v (%+v)", again, asf, want, wsf)
 	}
 	s.Replies(sessionResponse(7), asf, fs, sessionIDs)
+
+	// A Fetch of other partitions than the session holds (the caller's
+	// mistake): not quiet.
+	_, sf = s.Request(order3, fs, sessionIDs, DefaultFetchLimits)
+	if s.Quiet(sessionResponse(7), sf, 2) {
+		t.Fatal("an answer to a Fetch of 2 partitions, the session holding 3, was taken as quiet")
+	}
+	s.Replies(sessionResponse(7), sf, fs, sessionIDs)
 
 	for _, c := range []struct {
 		name string
@@ -408,7 +416,7 @@ func TestFetchSessionQuiet(t *testing.T) {
 		if c.sf != nil {
 			sf = c.sf()
 		}
-		if s.Quiet(c.resp, sf) {
+		if s.Quiet(c.resp, sf, 3) {
 			t.Fatalf("an answer %s was taken as quiet", c.name)
 		}
 		if s.epoch != epoch || !s.inAir {
@@ -426,7 +434,7 @@ func TestFetchSessionQuiet(t *testing.T) {
 	_, sf = s.Request(order3, fs, sessionIDs, DefaultFetchLimits)
 	s.Replies(sessionResponse(7, part{tp: tpA1, hw: -1, logStart: -1, code: kerr.NotLeaderForPartition.Code}), sf, fs, sessionIDs)
 	_, sf = s.Request(order3, fs, sessionIDs, DefaultFetchLimits)
-	if s.Quiet(sessionResponse(7), sf) {
+	if s.Quiet(sessionResponse(7), sf, 3) {
 		t.Fatal("an answer leaving out a partition the session cannot vouch for was taken as quiet")
 	}
 }
