@@ -157,6 +157,13 @@ func benchScale(b *testing.B, partitions int, idle time.Duration, clusterOnly bo
 				partitions, need, perLog, lim.Cur)
 		}
 	}
+	// Before the cluster starts: a cluster kept waiting would move its
+	// leaders on its own (the controller's preferred-leader check,
+	// leader.imbalance.check.interval.seconds, 300 s), which a wait of
+	// minutes after the topic's creation made it do.
+	note, cleanup := waitCreationFast()
+	defer cleanup()
+	b.Logf("before the cluster and kfollower's start-up: %s", note)
 	began := time.Now()
 	c := kafka.Start(b, kafka.Options{NeedsFaults: true, BrokerHeapMB: scaleHeapMB(partitions), StopTimeout: 5 * time.Minute})
 	b.Logf("cluster started in %v (with any wait for the machine-wide lock, which the harness logs; broker heap %d MiB); load average %s", time.Since(began).Round(time.Millisecond), scaleHeapMB(partitions), loadAverage())
@@ -192,9 +199,6 @@ func benchScale(b *testing.B, partitions int, idle time.Duration, clusterOnly bo
 			b.Fatal(err)
 		}
 		defer os.RemoveAll(dir)
-		note, cleanup := waitCreationFast()
-		defer cleanup()
-		b.Logf("before the start-up: %s", note)
 		fcl := c.Client()
 		defer fcl.Close()
 		m, err = fetcher.New(fetcher.Config{

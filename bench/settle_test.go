@@ -137,9 +137,9 @@ func sampleDisk(stat string) (diskSample, error) {
 // 10,000 logs, each creation cost 0.3–0.8 ms of kernel CPU for minutes,
 // and the next start-up, which creates tens of thousands of files, took
 // 34 s in place of 4–6 s. Each look syncs (so the deleted inodes' table
-// blocks are clean and the shorter window applies), then times
-// creationProbes creations in a new directory, kept until the end so that
-// the probe deletes nothing meanwhile.
+// blocks are clean), then times creationProbes creations, directories
+// and files, kept until the end so that the probe deletes nothing
+// meanwhile.
 func waitCreationFast() (string, func()) {
 	root, err := os.MkdirTemp("", "kfollower-creation-probe-")
 	if err != nil {
@@ -149,19 +149,28 @@ func waitCreationFast() (string, func()) {
 	start := time.Now()
 	for i := 0; ; i++ {
 		syscall.Sync()
-		probe := filepath.Join(root, strconv.Itoa(i))
-		if err := os.Mkdir(probe, 0o755); err != nil {
-			return fmt.Sprintf("file creation not probed (%v)", err), cleanup
-		}
+		// As a start-up creates them: a directory each, a few files in
+		// it. ext4 spreads new directories over its block groups
+		// (find_group_orlov), so these meet the groups a removed data
+		// dir of many logs left its deleted inodes in, where 200 files
+		// in one directory met one group; and their writes dirty the
+		// inode tables as a start-up's do, which makes the window the
+		// longer one.
 		t0 := time.Now()
-		for j := range creationProbes {
-			f, err := os.Create(filepath.Join(probe, strconv.Itoa(j)))
-			if err != nil {
+		for d := range creationProbes / 3 {
+			dir := filepath.Join(root, fmt.Sprintf("%d-%d", i, d))
+			if err := os.Mkdir(dir, 0o755); err != nil {
 				return fmt.Sprintf("file creation not probed (%v)", err), cleanup
 			}
-			f.Close()
+			for j := range 2 {
+				f, err := os.Create(filepath.Join(dir, strconv.Itoa(j)))
+				if err != nil {
+					return fmt.Sprintf("file creation not probed (%v)", err), cleanup
+				}
+				f.Close()
+			}
 		}
-		each := time.Since(t0) / creationProbes
+		each := time.Since(t0) / (creationProbes / 3 * 3)
 		if each < creationFast {
 			return fmt.Sprintf("file creation at %v a file after %v", each.Round(time.Microsecond), time.Since(start).Round(time.Second)), cleanup
 		}
@@ -174,7 +183,7 @@ func waitCreationFast() (string, func()) {
 }
 
 const (
-	creationProbes = 200
+	creationProbes = 300
 	creationFast   = 150 * time.Microsecond
 	creationLimit  = 7 * time.Minute
 )
