@@ -10,8 +10,8 @@ import (
 	"time"
 )
 
-// diskSettle is how waitDiskSettled judges the disk at rest: nothing in
-// flight, no write or discard completed, and little dirty or under
+// waitDiskSettled judges the disk at rest when nothing is in flight, no
+// write or discard completed, and under settleDirty is dirty or under
 // writeback, at settleLooks looks in a row settleEvery apart.
 const (
 	settleEvery = 100 * time.Millisecond
@@ -21,7 +21,7 @@ const (
 )
 
 // waitDiskSettled syncs, then waits until the disk that holds the temp dir
-// is at rest (diskSettle), at most settleLimit, and returns what it waited
+// is at rest, at most settleLimit, and returns what it waited
 // for, to log beside the next figure.
 //
 // Why: a contender that copies ~1 GiB leaves work on the disk when it ends
@@ -137,9 +137,9 @@ func sampleDisk(stat string) (diskSample, error) {
 // 10,000 logs, each creation cost 0.3–0.8 ms of kernel CPU for minutes,
 // and the next start-up, which creates tens of thousands of files, took
 // 34 s in place of 4–6 s. Each look syncs (so the deleted inodes' table
-// blocks are clean), then times creationProbes creations, directories
-// and files, kept until the end so that the probe deletes nothing
-// meanwhile.
+// blocks are clean), then times the creation of probeDirs directories of
+// probeFiles files each, kept until the end so that the probe deletes
+// nothing meanwhile.
 func waitCreationFast() (string, func()) {
 	root, err := os.MkdirTemp("", "kfollower-creation-probe-")
 	if err != nil {
@@ -151,18 +151,18 @@ func waitCreationFast() (string, func()) {
 		syscall.Sync()
 		// As a start-up creates them: a directory each, a few files in
 		// it. ext4 spreads new directories over its block groups
-		// (find_group_orlov), so these meet the groups a removed data
-		// dir of many logs left its deleted inodes in, where 200 files
-		// in one directory met one group; and their writes dirty the
+		// (find_group_orlov), so these meet every group a removed data
+		// dir of many logs left its deleted inodes in, where files in
+		// one directory meet one group; and their writes dirty the
 		// inode tables as a start-up's do, which makes the window the
 		// longer one.
 		t0 := time.Now()
-		for d := range creationProbes / 3 {
+		for d := range probeDirs {
 			dir := filepath.Join(root, fmt.Sprintf("%d-%d", i, d))
 			if err := os.Mkdir(dir, 0o755); err != nil {
 				return fmt.Sprintf("file creation not probed (%v)", err), cleanup
 			}
-			for j := range 2 {
+			for j := range probeFiles {
 				f, err := os.Create(filepath.Join(dir, strconv.Itoa(j)))
 				if err != nil {
 					return fmt.Sprintf("file creation not probed (%v)", err), cleanup
@@ -170,7 +170,7 @@ func waitCreationFast() (string, func()) {
 				f.Close()
 			}
 		}
-		each := time.Since(t0) / (creationProbes / 3 * 3)
+		each := time.Since(t0) / (probeDirs * (1 + probeFiles))
 		if each < creationFast {
 			return fmt.Sprintf("file creation at %v a file after %v", each.Round(time.Microsecond), time.Since(start).Round(time.Second)), cleanup
 		}
@@ -183,7 +183,8 @@ func waitCreationFast() (string, func()) {
 }
 
 const (
-	creationProbes = 300
-	creationFast   = 150 * time.Microsecond
-	creationLimit  = 7 * time.Minute
+	probeDirs     = 100
+	probeFiles    = 2
+	creationFast  = 150 * time.Microsecond
+	creationLimit = 7 * time.Minute
 )

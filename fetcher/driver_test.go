@@ -1,6 +1,7 @@
 package fetcher
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -488,17 +489,25 @@ func (e *driverEnv) stopped(w *worker) bool {
 // stop ends a worker as run does on opQuit or at the end: its requests in
 // the air are cancelled and come back, then done closes.
 func (e *driverEnv) stop(t *testing.T, w *worker) {
-	for _, side := range []bool{true, false} {
-		k := airKey{w.id, side}
-		if c, ok := e.inAir[k]; ok && len(w.inAir()) > 0 {
-			c.answer <- answer{err: context.Canceled}
-			delete(e.inAir, k)
-			e.printf("broker %d: %s in the air given up\n", w.id, kmsg.NameForKey(c.req.Key()))
-		}
-	}
+	e.giveUp(w.id, true)
 	e.landOrFail(t, w)
 	close(w.done)
 	e.printf("broker %d: worker ended\n", w.id)
+}
+
+// giveUp forgets broker's requests in the air, side request first, and
+// with cancel answers each as its cancelled context would.
+func (e *driverEnv) giveUp(broker int32, cancel bool) {
+	for _, side := range []bool{true, false} {
+		k := airKey{broker, side}
+		if c, ok := e.inAir[k]; ok {
+			if cancel {
+				c.answer <- answer{err: context.Canceled}
+			}
+			delete(e.inAir, k)
+			e.printf("broker %d: %s in the air given up\n", broker, kmsg.NameForKey(c.req.Key()))
+		}
+	}
 }
 
 func (e *driverEnv) landOrFail(t *testing.T, w *worker) {
@@ -524,17 +533,13 @@ func (e *driverEnv) sent(t *testing.T, n int, note string) {
 	for range n {
 		cs = append(cs, e.await(t))
 	}
-	slices.SortFunc(cs, func(a, b call) int {
-		if ka, kb := keyOf(a), keyOf(b); ka.broker != kb.broker {
-			return int(ka.broker - kb.broker)
-		} else if ka.side != kb.side {
-			if ka.side {
-				return -1
-			}
-			return 1
+	fetchLast := func(c call) int {
+		if keyOf(c).side {
+			return 0
 		}
-		return 0
-	})
+		return 1
+	}
+	slices.SortFunc(cs, func(a, b call) int { return cmp.Compare(fetchLast(a), fetchLast(b)) })
 	for _, c := range cs {
 		k := keyOf(c)
 		if prev, ok := e.inAir[k]; ok {
@@ -687,13 +692,7 @@ func (e *driverEnv) shutdown(t *testing.T) {
 	}
 	e.cancel()
 	for _, w := range e.workers() {
-		for _, side := range []bool{true, false} {
-			k := airKey{w.id, side}
-			if c, ok := e.inAir[k]; ok {
-				delete(e.inAir, k)
-				e.printf("broker %d: %s in the air given up\n", w.id, kmsg.NameForKey(c.req.Key()))
-			}
-		}
+		e.giveUp(w.id, false) // the context's end answers them
 		e.landOrFail(t, w)
 		close(w.done)
 	}

@@ -241,9 +241,8 @@ func (w *worker) landed(ctx context.Context, f *flight) {
 	w.m.clearInFlight(w.id, f.reqIDs)
 	// A partition with a request in the other slot too (one of the two
 	// stale, a new leader came between them) shows that one again: it is
-	// still in the air.
-	// Only a partition still here: one handed off since is another
-	// worker's to show.
+	// still in the air. Only a partition still here: one handed off since
+	// is another worker's to show.
 	for _, o := range w.inAir() {
 		both := map[wire.TopicPartition]uint64{}
 		for tp := range f.reqIDs {
@@ -277,7 +276,7 @@ func (w *worker) landed(ctx context.Context, f *flight) {
 // the Fetch rebuilt, were most of kfollower's CPU (issue 14). Anything
 // else, or any doubt, is for receive; it reports whether it took f.
 func (w *worker) quietAgain(ctx context.Context, f *flight) bool {
-	if f.key != kmsg.Fetch || f.err != nil || f.ahead || w.flight != nil || len(f.order) != len(w.parts) || !f.session.Incremental() {
+	if f.key != kmsg.Fetch || f.err != nil || len(f.order) != len(w.parts) || !f.session.Incremental() {
 		return false
 	}
 	resp, ok := f.resp.(*kmsg.FetchResponse)
@@ -303,8 +302,9 @@ func (w *worker) quietAgain(ctx context.Context, f *flight) bool {
 		return false
 	}
 	w.m.quiet.Add(1)
-	w.m.cfg.observe().RequestDone(RequestStats{Broker: w.id, Key: kmsg.Fetch, Partitions: len(f.order), Named: f.session.Named(),
-		Latency: now.Sub(f.sent), Direct: f.direct, ResponseBytes: int64(len(f.buf.Bytes())), Incremental: true})
+	stats := w.requestStats(f, now)
+	stats.Incremental, stats.Named = true, f.session.Named()
+	w.m.cfg.observe().RequestDone(stats)
 	req, sf := w.session.Again(w.limits(now))
 	w.start(ctx, &flight{key: kmsg.Fetch, reqIDs: f.reqIDs, fetches: f.fetches, order: f.order, topicIDs: f.topicIDs, session: sf},
 		[]kmsg.Request{req})
@@ -728,14 +728,7 @@ func addTo[V any](m *map[wire.TopicPartition]V, k wire.TopicPartition, v V) {
 func (w *worker) receive(f *flight) (ahead map[wire.TopicPartition]wire.FetchPartition, carried []wire.TopicPartition) {
 	now := w.m.cfg.Now()
 	cfg := &w.m.cfg
-	stats := RequestStats{Broker: w.id, Key: f.key, Partitions: len(f.reqIDs), Named: len(f.reqIDs), Latency: now.Sub(f.sent), Err: f.err,
-		Direct: f.direct, ResponseBytes: int64(len(f.buf.Bytes()))}
-	switch f.key {
-	case kmsg.Fetch:
-		stats.Partitions = len(f.order) // with those of a Fetch ahead that none was bound to
-	case kmsg.OffsetForLeaderEpoch:
-		stats.Asked = slices.Collect(maps.Keys(f.reqIDs))
-	}
+	stats := w.requestStats(f, now)
 	defer func() { cfg.observe().RequestDone(stats) }()
 	step := func(tp wire.TopicPartition, msg follower.Msg) bool {
 		p, ok := w.parts[tp]
@@ -864,6 +857,20 @@ func (w *worker) receive(f *flight) (ahead map[wire.TopicPartition]wire.FetchPar
 		missing(miss)
 	}
 	return ahead, carried
+}
+
+// requestStats is what the observer is told of f, landed at now, before
+// its answers are taken.
+func (w *worker) requestStats(f *flight, now time.Time) RequestStats {
+	stats := RequestStats{Broker: w.id, Key: f.key, Partitions: len(f.reqIDs), Named: len(f.reqIDs), Latency: now.Sub(f.sent), Err: f.err,
+		Direct: f.direct, ResponseBytes: int64(len(f.buf.Bytes()))}
+	switch f.key {
+	case kmsg.Fetch:
+		stats.Partitions = len(f.order) // with those of a Fetch ahead that none was bound to
+	case kmsg.OffsetForLeaderEpoch:
+		stats.Asked = slices.Collect(maps.Keys(f.reqIDs))
+	}
+	return stats
 }
 
 // plainAnswer reports whether a Fetch answer leaves its partition fetching

@@ -113,18 +113,17 @@ func openSegmentFiles(fsys fileSystem, dir string, base int64, interval int, now
 	return s, nil
 }
 
-// createSegment makes a new, empty segment: its .log (held open), and,
-// when durable, empty .index and .timeindex files (closed again), which
-// Kafka's tools expect beside every .log. The .txnindex comes on demand
-// (segment).
-// Durable when dir is fsynced next: durable says whether createSegment
-// does it now or the caller does it later (a new log's first segment:
-// Log.settle). A segment made durable later gets its index files then too
-// (makeIndexes), as Kafka creates an index file on first use (LazyIndex):
-// on a filesystem whose file creation is slow (an ext4 without a journal
+// createSegment makes a new, empty segment: its .log (held open) and its
+// empty .index and .timeindex files (closed again), which Kafka's tools
+// expect beside every .log; the .txnindex comes on demand (segment). It is
+// durable when dir is fsynced next: durable says whether createSegment
+// does it now or the caller does it later (a new log's first segment,
+// Log.settle). A segment made durable later gets its index files then
+// too (makeIndexes), as Kafka creates an index file on first use
+// (LazyIndex): where file creation is slow (an ext4 without a journal
 // skips every inode deleted in the last minute, fs/ext4/ialloc.c
-// recently_deleted), the two creations were a third of the cost of
-// opening a new log, paid by each of thousands at a first start-up.
+// recently_deleted), the two were a third of the cost of opening a new
+// log, paid by each of thousands at a first start-up.
 func createSegment(fsys fileSystem, dir string, base int64, interval int, now time.Time, durable bool) (*segment, error) {
 	s, err := openSegmentFiles(fsys, dir, base, interval, now)
 	if err != nil {
@@ -138,7 +137,7 @@ func createSegment(fsys fileSystem, dir string, base int64, interval int, now ti
 	if durable {
 		if err := s.makeIndexes(os.O_TRUNC); err != nil {
 			s.close()
-			return nil, fmt.Errorf("creating segment: %w", err)
+			return nil, err
 		}
 	}
 	// A stale .txnindex of a segment once at this base (a full truncation

@@ -162,9 +162,9 @@ func (s *FetchSession) replaced(fs map[TopicPartition]FetchPartition, ids map[st
 // Quiet takes the answer to a Fetch of n partitions built by Request (or
 // Again) when it is an incremental one that names no partition, in a
 // session that holds those n and vouches for each (answered before, and
-// not with an error): every partition is then as the session last saw it, which is
-// what Replies would answer for each, and the session moves on as Replies
-// would move it. For any other answer it reports false and changes
+// not with an error): every partition is then as the session last saw
+// it, which is what Replies would answer for each, and the session moves
+// on as Replies would move it. For any other answer it reports false and changes
 // nothing: give that one to Replies. An idle broker answers every long
 // poll so; at thousands of partitions, an answer built for each of them
 // and taken by the worker one by one was most of an idle kfollower's CPU
