@@ -29,19 +29,20 @@ func (w *worker) tickDue(now time.Time) {
 }
 
 // limits is the Fetch limits with the long poll cut to end when the
-// worker's next backoff does. A worker has one Fetch in the air, so a
-// Fetch retry that falls due during a long poll waits for its answer; so
-// did, before epoch queries had a slot of their own (worker.side), the
-// epoch round of the partitions a new leader answered UNKNOWN_LEADER_EPOCH
-// (follower.Together), up to MaxWait late, most of kfollower's own share
-// of a leader move (BenchmarkScale). A broker answers a Fetch
-// at MaxWait with what it has (FetchRequest max_wait_ms), so a shorter one
-// costs one more round trip and loses nothing. Kafka's replica fetcher
-// waits the whole replica.fetch.wait.max.ms instead, the delayed
-// partitions left out of its Fetch (AbstractFetcherThread). Never below
-// minCutWait: partitions in long, jittered backoffs (a failing disk, a
-// topic gone) wake every few milliseconds between them, and each wake
-// would cost a Fetch.
+// worker's next Fetch retry is due (nextFetchRetry). A worker has one
+// Fetch in the air, so a Fetch retry that falls due during a long poll
+// waits for its answer. A broker answers a Fetch at MaxWait with what it
+// has (FetchRequest max_wait_ms), so a shorter one costs one more round
+// trip and loses nothing. Kafka's replica fetcher waits the whole
+// replica.fetch.wait.max.ms instead, the delayed partitions left out of
+// its Fetch (AbstractFetcherThread). An epoch query's or a ListOffsets'
+// retry goes out beside the Fetch (worker.side), so its backoff does not
+// cut the long poll: in BenchmarkScale's leader moves, thousands of
+// partitions wait for their new leader's take-over, and each cut Fetch
+// was answered empty and every partition stepped again. Never below
+// minCutWait: partitions in long, jittered backoffs (a failing leader)
+// wake every few milliseconds between them, and each wake would cost a
+// Fetch.
 //
 // While the Manager places partitions it is still opening (start-up, or
 // a Metadata answer naming many new ones) the long poll is minCutWait
@@ -56,7 +57,7 @@ func (w *worker) limits(now time.Time) wire.FetchLimits {
 	if w.m.placing.Load() {
 		lim.MaxWaitMillis = min(lim.MaxWaitMillis, int32(minCutWait/time.Millisecond))
 	}
-	if at, ok := w.nextWake(); ok {
+	if at, ok := w.nextFetchRetry(); ok {
 		// Rounded up: a long poll that ends before the backoff would be
 		// answered and followed by another before the retry.
 		d := max(at.Sub(now).Round(time.Millisecond)+time.Millisecond, minCutWait)

@@ -37,43 +37,55 @@ func TestRetryBeforeNextFetch(t *testing.T) {
 }
 
 // TestLongPollEndsWithBackoff: a Fetch sent while a partition backs off
-// long-polls no longer than the backoff has left, so the retry is not
-// held behind the Fetch in the air; with no backoff it waits the whole
-// MaxWait.
+// to fetch again long-polls no longer than the backoff has left, so the
+// retry is not held behind the Fetch in the air; with no backoff, or one
+// whose retry is an epoch query (it goes beside the Fetch, on the side
+// slot), it waits the whole MaxWait.
 func TestLongPollEndsWithBackoff(t *testing.T) {
 	e := newDriverEnv(t)
 	defer e.close()
 	step := func(cmd, args, input string) string { return e.step(t, "wake_test", cmd, args, input) }
-	maxWait := func(broker int32) int32 {
+	maxWait := func(broker int32) time.Duration {
 		t.Helper()
 		r, ok := e.inAir[airKey{broker: broker}].req.(*kmsg.FetchRequest)
 		if !ok {
 			t.Fatalf("broker %d has %T in the air, want a Fetch", broker, e.inAir[airKey{broker: broker}].req)
 		}
-		return r.MaxWaitMillis
+		return time.Duration(r.MaxWaitMillis) * time.Millisecond
+	}
+	full := time.Duration(wire.DefaultFetchLimits.MaxWaitMillis) * time.Millisecond
+	wakeLeft := func(broker int32) time.Duration {
+		t.Helper()
+		for _, w := range e.workers() {
+			if at, ok := w.nextWake(); ok && w.id == broker {
+				return at.Sub(e.now)
+			}
+		}
+		t.Fatalf("no partition of broker %d backs off", broker)
+		return 0
 	}
 	step("metadata", "", "t-0 leader=1 epoch=1\nt-1 leader=1 epoch=1")
 	step("reply", "broker=1", "t-0 records=0-4 epoch=1 hw=5\nt-1 records=0-4 epoch=1 hw=5")
-	if got, want := maxWait(1), wire.DefaultFetchLimits.MaxWaitMillis; got != want {
-		t.Errorf("with no backoff, the long poll waits %d ms, want MaxWait %d", got, want)
+	if got := maxWait(1); got != full {
+		t.Errorf("with no backoff, the long poll waits %v, want MaxWait %v", got, full)
 	}
+	// t-0's Fetch fails: it backs off to fetch again; t-1 long-polls.
+	if out := step("reply", "broker=1", "t-0 error=UNKNOWN_SERVER_ERROR\nt-1 hw=5"); !strings.Contains(out, "broker 1 <- Fetch t-1@5") {
+		t.Fatalf("t-1 does not fetch on:\n%s", out)
+	}
+	left := wakeLeft(1)
+	if got := maxWait(1); got < left || got > max(left+2*time.Millisecond, minCutWait) || got >= full {
+		t.Errorf("t-1's long poll waits %v while t-0's Fetch retry is %v away: want it to end with the backoff", got, left)
+	}
+
+	// An epoch query's backoff does not cut it.
 	step("metadata", "", "t-0 leader=2 epoch=2\nt-1 leader=2 epoch=2")
-	if out := step("reply", "broker=2", "t-0 error=UNKNOWN_LEADER_EPOCH\nt-1 epoch=1 end=5"); !strings.Contains(out, "broker 2 <- Fetch t-1@5") {
+	if out := step("reply", "broker=2 side", "t-0 error=UNKNOWN_LEADER_EPOCH\nt-1 epoch=1 end=5"); !strings.Contains(out, "broker 2 <- Fetch t-1@5") {
 		t.Fatalf("t-1 does not fetch after reconciling:\n%s", out)
 	}
-	var at time.Time
-	for _, w := range e.workers() {
-		if w.id == 2 {
-			at, _ = w.nextWake()
-		}
-	}
-	if at.IsZero() {
-		t.Fatal("t-0 does not back off after UNKNOWN_LEADER_EPOCH")
-	}
-	left := at.Sub(e.now)
-	got := time.Duration(maxWait(2)) * time.Millisecond
-	if got < left || got > max(left+2*time.Millisecond, minCutWait) || got >= time.Duration(wire.DefaultFetchLimits.MaxWaitMillis)*time.Millisecond {
-		t.Errorf("t-1's long poll waits %v while t-0's backoff has %v left: want it to end with the backoff", got, left)
+	wakeLeft(2) // t-0 backs off
+	if got := maxWait(2); got != full {
+		t.Errorf("t-1's long poll waits %v while t-0 waits to ask its epoch again beside it: want MaxWait %v", got, full)
 	}
 }
 

@@ -552,6 +552,23 @@ func (w *worker) nextWake() (time.Time, bool) {
 	return at, !at.IsZero()
 }
 
+// nextFetchRetry is when the first backoff ends whose retry is a Fetch
+// (follower.Partition.RetriesFetch), which must wait for the Fetch in the
+// air; any other retry goes on the side slot (worker.side) when its timer
+// fires, whatever the Fetch.
+func (w *worker) nextFetchRetry() (time.Time, bool) {
+	var at time.Time
+	for _, p := range w.parts {
+		if !p.sm.RetriesFetch() {
+			continue
+		}
+		if t := p.sm.NextWake(); !t.IsZero() && (at.IsZero() || t.Before(at)) {
+			at = t
+		}
+	}
+	return at, !at.IsZero()
+}
+
 // send starts the next batched requests into the free slots: on the side,
 // epoch queries first (reconciliation comes before any fetch from a new
 // leader, KIP-101), then ListOffsets; and the Fetch. Requests addressed to
@@ -904,9 +921,9 @@ func (w *worker) sendAhead(ctx context.Context, ahead map[wire.TopicPartition]wi
 	if ahead == nil || len(ahead)+len(carried) == 0 || w.flight != nil {
 		return
 	}
-	if at, ok := w.nextWake(); ok && !w.m.cfg.Now().Before(at) {
-		// A backoff is over (fetcher/wake.go): its partition's retry,
-		// if a Fetch, goes in the next send, not behind a long poll.
+	if at, ok := w.nextFetchRetry(); ok && !w.m.cfg.Now().Before(at) {
+		// A Fetch retry is due (fetcher/wake.go): it goes in the next
+		// send, not behind a long poll. Any other retry goes beside.
 		return
 	}
 	var fetches map[wire.TopicPartition]*follower.Fetch

@@ -509,6 +509,13 @@ func (p *Partition) NextWake() time.Time {
 	return time.Time{}
 }
 
+// RetriesFetch reports whether the partition waits out a backoff after
+// which it fetches again (a Fetch error of its own); every other wait ends
+// in an OffsetsForLeaderEpoch or a ListOffsets.
+func (p *Partition) RetriesFetch() bool {
+	return p.state == StateBackoff && p.resume == StateFetching
+}
+
 // InFlight returns the request handed out by the last Advance and not yet
 // answered, or nil.
 func (p *Partition) InFlight() Request { return p.inflight }
