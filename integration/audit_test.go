@@ -299,7 +299,7 @@ func checkReplayed(ctx context.Context, t *testing.T, c *kafka.Cluster, restored
 func consumeN(ctx context.Context, t *testing.T, c *kafka.Cluster, topic string, n int) []*kgo.Record {
 	t.Helper()
 	end := countRecords(ctx, t, c, topic, 0)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Bootstrap()...),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Reachable()...),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}))
 	if err != nil {
 		t.Fatal(err)

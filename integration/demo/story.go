@@ -339,7 +339,7 @@ func (s *story) kfollowerCmd(ctx context.Context, want int, args ...string) (str
 
 // produce writes n records "<prefix>-<i>" to topic-0 with acks=all.
 func (s *story) produce(ctx context.Context, topic, prefix string, n int) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(s.c.Bootstrap()...), kgo.DefaultProduceTopic(topic),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.c.Reachable()...), kgo.DefaultProduceTopic(topic),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks()))
 	if err != nil {
 		return err
