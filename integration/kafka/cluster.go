@@ -199,14 +199,7 @@ func start(t testing.TB, opts Options) (*Cluster, error) {
 		}
 	}
 	// Every node is formatted with the same cluster id and flags.
-	id := newClusterID()
-	errs := make([]error, len(c.nodes))
-	var wg sync.WaitGroup
-	for i, n := range c.nodes {
-		wg.Go(func() { errs[i] = n.format(id, features) })
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err := formatAll(filepath.Join(filepath.Dir(lib), "formatted"), version, c.nodes, features); err != nil {
 		return nil, err
 	}
 	// All at once: a broker blocks in startup until the quorum has a leader,

@@ -6,7 +6,8 @@
 // that version, plus, for 4.x, log4j2 and its SLF4J 1.x binding, which the
 // kafka_2.13 POM lacks) and are cached outside the work tree. Nodes are
 // plain JVMs, `java -cp '<lib>/*' kafka.Kafka node.properties`, each in its
-// own process group, formatted with StorageTool: no tarball, no Docker. Main
+// own process group, formatted with StorageTool (once per cluster shape,
+// then copied: formatcache.go): no tarball, no Docker. Main
 // classes are looked up in the resolved jars (release.go), as tools move
 // between modules across lines. Recipes and the Kafka source behind every
 // setting are in docs/testing.md §6; what differs by release line, in
