@@ -14,10 +14,12 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/kfollower/kfollower/cluster"
 	"github.com/kfollower/kfollower/storage"
 	"github.com/kfollower/kfollower/wire"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -220,7 +222,7 @@ func Replay(ctx context.Context, opts ReplayOptions) (*ReplayReport, error) {
 		}
 		return nil, fmt.Errorf("lost replay: target topic %s does not exist; create it first", opts.ToTopic)
 	}
-	mk, err := readMarkers(ctx, opts.Client, opts.ToTopic, n, meta)
+	mk, err := readMarkersSettled(ctx, opts.Client, opts.ToTopic, n, meta)
 	if err != nil {
 		return nil, err
 	}
@@ -389,6 +391,34 @@ func contentDigest(r *kgo.Record) [sha256.Size]byte {
 	h.Sum(d[:0])
 	return d
 }
+
+// readMarkersSettled is readMarkers, tried again with fresh metadata while
+// the target answers a retriable error, for up to markersSettle. A topic
+// just created is in the Metadata of one broker before its leader has
+// applied it (KRaft brokers apply the metadata log each at its own pace),
+// and the leader answers NOT_LEADER_OR_FOLLOWER until then: `lost replay`
+// run right after `kafka-topics --create` met it.
+func readMarkersSettled(ctx context.Context, cl *kgo.Client, topic string, n int32, meta *cluster.Metadata) (*markers, error) {
+	ctx, cancel := context.WithTimeout(ctx, markersSettle)
+	defer cancel()
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		mk, err := readMarkers(ctx, cl, topic, n, meta)
+		if err == nil || !kerr.IsRetriable(err) {
+			return mk, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(wait):
+		}
+		if m, merr := cluster.LoadMetadata(ctx, cl, []string{topic}); merr == nil {
+			meta = m
+		}
+	}
+}
+
+// markersSettle is how long readMarkersSettled waits for the target.
+const markersSettle = 30 * time.Second
 
 // readMarkers reads every partition of topic from its log start to its
 // high watermark with raw Fetch requests (no consumer state in the

@@ -9,6 +9,7 @@ import (
 
 	"github.com/kfollower/kfollower/storage"
 	"github.com/kfollower/kfollower/wire/batch"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -255,4 +256,42 @@ func kmsgListEnd(topic string) *kmsg.ListOffsetsRequest {
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
 	return req
+}
+
+// A target whose leader does not yet know the topic (just created: the
+// broker that answered Metadata applied it first) answers
+// NOT_LEADER_FOR_PARTITION for a while: the replay waits for it, with
+// fresh metadata, instead of failing at once.
+func TestReplayWaitsForTargetLeader(t *testing.T) {
+	ctx := context.Background()
+	dataDir := lostTwice(t)
+	c, cl := newReplayCluster(t)
+	refused := 0
+	c.ControlKey(int16(kmsg.ListOffsets), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		if refused == 2 {
+			return nil, nil, false
+		}
+		c.KeepControl()
+		refused++
+		r := req.(*kmsg.ListOffsetsRequest)
+		resp := r.ResponseKind().(*kmsg.ListOffsetsResponse)
+		for _, rt := range r.Topics {
+			st := kmsg.NewListOffsetsResponseTopic()
+			st.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewListOffsetsResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = rp.Partition, kerr.NotLeaderForPartition.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	rep, err := Replay(ctx, ReplayOptions{Client: cl, DataDir: dataDir, ToTopic: "restored", DryRun: true})
+	if err != nil {
+		t.Fatalf("replay while the leader refuses twice: %v", err)
+	}
+	if refused != 2 || rep.Replayed != 80 {
+		t.Fatalf("%d refusals, %d to replay; want 2 and 80", refused, rep.Replayed)
+	}
 }
