@@ -82,7 +82,7 @@ var layers = []layer{
 	// wire's requests), no lostfound, no writing call.
 	{pkg: "audit", allow: []string{"std", "storage", "cluster", "wire", "wire/batch", "kgo", "kerr"}, readOnly: true},
 	// Writes to a cluster (lost replay); reads its data dir only.
-	{pkg: "lostfound", allow: []string{"std", "storage", "cluster", "wire", "kgo", "kmsg"}},
+	{pkg: "lostfound", allow: []string{"std", "storage", "cluster", "wire", "kgo", "kmsg", "kerr"}},
 	// Reads only, except --scenario failover, which writes to its own scratch topic.
 	{pkg: "probe", allow: []string{"std", "cluster", "wire", "wire/batch", "kgo", "kmsg", "kerr", "kadm"}},
 	{pkg: "metrics", allow: []string{"std", "client_golang", "fetcher", "follower", "wire", "kmsg", "wire/server", "authz"}},

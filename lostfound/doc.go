@@ -32,6 +32,6 @@
 // failure is the error instead), so cmd/kfollower only parses flags and
 // prints.
 //
-// May import: storage, cluster, wire and franz-go (kgo, kmsg), plus the
+// May import: storage, cluster, wire and franz-go (kgo, kmsg, kerr), plus the
 // standard library.
 package lostfound
