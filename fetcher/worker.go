@@ -543,8 +543,16 @@ func sameLeader(sm *follower.Partition, lc follower.LeaderChange) bool {
 }
 
 func (w *worker) nextWake() (time.Time, bool) {
+	return w.firstWake(func(*follower.Partition) bool { return true })
+}
+
+// firstWake is the earliest wake of the partitions that only accepts.
+func (w *worker) firstWake(only func(*follower.Partition) bool) (time.Time, bool) {
 	var at time.Time
 	for _, p := range w.parts {
+		if !only(p.sm) {
+			continue
+		}
 		if t := p.sm.NextWake(); !t.IsZero() && (at.IsZero() || t.Before(at)) {
 			at = t
 		}
@@ -557,16 +565,7 @@ func (w *worker) nextWake() (time.Time, bool) {
 // air; any other retry goes on the side slot (worker.side) when its timer
 // fires, whatever the Fetch.
 func (w *worker) nextFetchRetry() (time.Time, bool) {
-	var at time.Time
-	for _, p := range w.parts {
-		if !p.sm.RetriesFetch() {
-			continue
-		}
-		if t := p.sm.NextWake(); !t.IsZero() && (at.IsZero() || t.Before(at)) {
-			at = t
-		}
-	}
-	return at, !at.IsZero()
+	return w.firstWake((*follower.Partition).RetriesFetch)
 }
 
 // send starts the next batched requests into the free slots: on the side,

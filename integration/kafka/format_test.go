@@ -11,14 +11,7 @@ import (
 // A random cluster id starts with '-' one time in 64; StorageTool must
 // still read it as the id, not as an option (it once failed a CI run).
 func TestFormatClusterIDStartingWithDash(t *testing.T) {
-	rel, err := parseRelease(Version())
-	if err != nil {
-		t.Fatal(err)
-	}
-	lib, err := EnsureJars(Version())
-	if err != nil {
-		t.Fatal(err)
-	}
+	rel, lib := releaseUnderTest(t)
 	ports, err := freePorts(1)
 	if err != nil {
 		t.Fatal(err)
@@ -46,14 +39,7 @@ func TestFormatClusterIDStartingWithDash(t *testing.T) {
 // shape (another feature level) is formatted afresh; and an entry left
 // incomplete is never used.
 func TestFormatAllCached(t *testing.T) {
-	rel, err := parseRelease(Version())
-	if err != nil {
-		t.Fatal(err)
-	}
-	lib, err := EnsureJars(Version())
-	if err != nil {
-		t.Fatal(err)
-	}
+	rel, lib := releaseUnderTest(t)
 	cache := t.TempDir()
 	node := func() *Node {
 		t.Helper()
@@ -128,4 +114,18 @@ func TestFormatAllCached(t *testing.T) {
 	if _, err := os.Stat(entries[0]); err != nil {
 		t.Fatalf("the incomplete entry was not filled again: %v", err)
 	}
+}
+
+// releaseUnderTest is the release line under test and its resolved jars.
+func releaseUnderTest(t *testing.T) (release, string) {
+	t.Helper()
+	rel, err := parseRelease(Version())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lib, err := EnsureJars(Version())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rel, lib
 }

@@ -89,14 +89,7 @@ func TestFindClass(t *testing.T) {
 
 // The same lookup in the jars Maven resolved for the version under test.
 func TestFindClassInResolvedJars(t *testing.T) {
-	rel, err := parseRelease(Version())
-	if err != nil {
-		t.Fatal(err)
-	}
-	lib, err := EnsureJars(Version())
-	if err != nil {
-		t.Fatal(err)
-	}
+	rel, lib := releaseUnderTest(t)
 	want := map[string]string{classBroker: "kafka.Kafka", classStorage: "kafka.tools.StorageTool",
 		ToolDumpLogSegments: "org.apache.kafka.tools.DumpLogSegments"}
 	if rel.before(4, 3) {
