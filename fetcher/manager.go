@@ -196,8 +196,13 @@ func (m *Manager) Run(ctx context.Context) error {
 		case <-t.C:
 		case <-m.refresh:
 		}
-		if err := m.refreshMetadata(ctx, wctx); err != nil && ctx.Err() == nil {
+		next := m.cfg.MetadataInterval
+		moving, err := m.refreshMetadata(ctx, wctx)
+		if err != nil && ctx.Err() == nil {
 			m.cfg.Logger.Warn("metadata refresh failed; retrying", "err", err)
+		}
+		if moving {
+			next = min(next, chaseInterval)
 		}
 		if !t.Stop() {
 			select {
@@ -205,9 +210,23 @@ func (m *Manager) Run(ctx context.Context) error {
 			default:
 			}
 		}
-		t.Reset(m.cfg.MetadataInterval)
+		t.Reset(next)
 	}
 }
+
+// chaseInterval is how soon Metadata is read again after an answer that
+// showed leaders moving, and again until one shows none. Kafka's
+// controller writes a move of many partitions as several batches of
+// PartitionChangeRecords, which each broker applies at its own pace
+// (QuorumController, BrokerMetadataPublisher), so one answer holds only
+// the part of a move its broker had applied. Without a second look, the
+// rest waited for the old leader to say so in a Fetch answer (KIP-951),
+// which at thousands of partitions in the middle of its own take-over
+// came a second or more later (BenchmarkScale's elect move: the second
+// half of the leaders learnt 1.5 s after the first). The Java client
+// likewise refreshes at retry.backoff.ms (100 ms) while it sees stale
+// leaders (Metadata.requestUpdate on NOT_LEADER_OR_FOLLOWER).
+const chaseInterval = 200 * time.Millisecond
 
 // requestRefresh asks Run for fresh metadata without ever blocking.
 func (m *Manager) requestRefresh() {
@@ -254,8 +273,9 @@ func (m *Manager) shutdown(cancel context.CancelFunc) {
 	}
 }
 
-// refreshMetadata reads every topic's leaders and places partitions.
-func (m *Manager) refreshMetadata(ctx, wctx context.Context) error {
+// refreshMetadata reads every topic's leaders and places partitions; it
+// reports whether the answer showed a leader move (placeAll).
+func (m *Manager) refreshMetadata(ctx, wctx context.Context) (moving bool, err error) {
 	req := kmsg.NewPtrMetadataRequest()
 	req.Topics = nil // all topics, so a topic created later and selected by Follow is picked up
 	rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
@@ -274,17 +294,18 @@ func (m *Manager) refreshMetadata(ctx, wctx context.Context) error {
 	if resp == nil {
 		r, err := req.RequestWith(rctx, m.seed)
 		if err != nil {
-			return fmt.Errorf("metadata: %w", err)
+			return false, fmt.Errorf("metadata: %w", err)
 		}
 		resp = r
 	}
-	m.placeAll(wctx, resp, from)
-	return nil
+	return m.placeAll(wctx, resp, from), nil
 }
 
 // placeAll places every followed partition of a Metadata answer from
-// broker from (-1: any broker).
-func (m *Manager) placeAll(wctx context.Context, resp *kmsg.MetadataResponse, from int32) {
+// broker from (-1: any broker). It reports whether any partition followed
+// before was named under another leader or epoch than the last seen
+// (place): a move, or a broker that has not yet applied one.
+func (m *Manager) placeAll(wctx context.Context, resp *kmsg.MetadataResponse, from int32) (moving bool) {
 	m.brokers = m.brokers[:0]
 	m.setBrokerAddrs(resp.Brokers) // direct.go
 	for _, b := range resp.Brokers {
@@ -346,12 +367,15 @@ func (m *Manager) placeAll(wctx context.Context, resp *kmsg.MetadataResponse, fr
 				leader = -1
 			}
 			m.checkMetadataEpoch(from, tp, epoch)
-			m.place(wctx, tp, t.TopicID, follower.LeaderChange{Leader: leader, LeaderEpoch: epoch})
+			if m.place(wctx, tp, t.TopicID, follower.LeaderChange{Leader: leader, LeaderEpoch: epoch}) {
+				moving = true
+			}
 		}
 	}
 	m.mu.Lock()
 	m.loaded = true
 	m.mu.Unlock()
+	return moving
 }
 
 // knownID is the topic id seen in earlier Metadata.
@@ -442,12 +466,15 @@ func (m *Manager) checkMetadataEpoch(broker int32, tp wire.TopicPartition, epoch
 
 // place gives tp to its leader's worker, opening its log the first time.
 // A partition held by another worker is released first and placed when it
-// is back (takeHandbacks); Run does not wait for it.
-func (m *Manager) place(wctx context.Context, tp wire.TopicPartition, id wire.TopicID, lc follower.LeaderChange) {
+// is back (takeHandbacks); Run does not wait for it. It reports whether lc
+// is another leader or epoch than the last seen for tp, newer or older:
+// a move under way (chaseInterval).
+func (m *Manager) place(wctx context.Context, tp wire.TopicPartition, id wire.TopicID, lc follower.LeaderChange) (moving bool) {
 	if _, bad := m.failed[tp]; bad {
-		return
+		return false
 	}
 	sm := m.seen[tp]
+	moving = sm.hasLC && sm.lc != lc
 	if sm.hasLC && lc.LeaderEpoch >= 0 && lc.LeaderEpoch < sm.lc.LeaderEpoch {
 		// Older than an epoch seen: Metadata from a broker that has not
 		// yet applied the move (each applies the controller's records at
@@ -457,7 +484,7 @@ func (m *Manager) place(wctx context.Context, tp wire.TopicPartition, id wire.To
 		// quarter of the changes of BenchmarkScale at 10,000). The Java
 		// client keeps its cached partition on such an answer too
 		// (Metadata.updateLatestMetadata, KIP-320).
-		return
+		return moving
 	}
 	if old := sm.lc; sm.hasLC && old != lc {
 		m.cfg.Logger.Info("leader changed", "partition", tp.String(), "leader", lc.Leader, "leader_epoch", lc.LeaderEpoch,
@@ -470,17 +497,17 @@ func (m *Manager) place(wctx context.Context, tp wire.TopicPartition, id wire.To
 	}
 	if tr, ok := m.moving[tp]; ok {
 		tr.lc = lc // on its way back: placed with the latest leader
-		return
+		return moving
 	}
 	owner, owned := m.owner[tp]
 	var p *part
 	switch {
 	case owned && owner == lc.Leader:
 		m.workers[owner].orders.post(order{op: opLeader, tp: tp, lc: lc})
-		return
+		return moving
 	case owned:
 		m.release(tp, &transit{lc: lc})
-		return
+		return moving
 	case m.parked[tp] != nil:
 		p = m.parked[tp]
 		delete(m.parked, tp)
@@ -492,14 +519,15 @@ func (m *Manager) place(wctx context.Context, tp wire.TopicPartition, id wire.To
 				// A full or failing disk may recover: the next Metadata
 				// tries again.
 				m.cfg.Logger.Warn("cannot open the local log; retrying with the next metadata", "partition", tp.String(), "err", err)
-				return
+				return moving
 			}
 			m.failed[tp] = err.Error()
 			m.cfg.Logger.Error("cannot follow partition", "partition", tp.String(), "err", err)
-			return
+			return moving
 		}
 	}
 	m.settle(wctx, p, lc)
+	return moving
 }
 
 // settle places a partition Run holds: parked while it has no leader, else
