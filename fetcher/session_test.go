@@ -290,3 +290,131 @@ func TestFetchSessionKfakeHandOff(t *testing.T) {
 	}
 	checkRecords(t, dir, "s", map[int32]int64{0: 7, 1: 7, 2: 7, 3: 7})
 }
+
+// refuseSessions makes c's brokers grant no KIP-227 session, logging each
+// Fetch in l as sent. Kafka's FetchManager.newContext answers so when its
+// cache has no slot for us (max.incremental.fetch.session.cache.slots
+// taken by others): a full Fetch (epoch 0) gets a FullFetchContext whose
+// cache.maybeCreateSession returns INVALID_SESSION_ID, an answer of every
+// partition with SessionID 0; an incremental one names a session the
+// cache does not hold and gets SessionErrorContext's
+// FETCH_SESSION_ID_NOT_FOUND. kfake makes a session for every full Fetch
+// (it evicts the oldest when full), so a full one is handed to it as the
+// sessionless Fetch it then is (SessionID 0, epoch -1:
+// SessionlessFetchContext, the same answer); an incremental one reaches it
+// as sent, and kfake, holding no session, answers FETCH_SESSION_ID_NOT_FOUND.
+func (l *fetchLog) refuseSessions(c *kfake.Cluster) {
+	c.ControlKey(int16(kmsg.Fetch), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		req := kr.(*kmsg.FetchRequest)
+		s := fetchSeen{node: c.CurrentNode(), sessionID: req.SessionID, epoch: req.SessionEpoch}
+		for _, t := range req.Topics {
+			for _, p := range t.Partitions {
+				s.named++
+				s.partitions = append(s.partitions, p.Partition)
+			}
+		}
+		for _, t := range req.ForgottenTopics {
+			s.forgotten += len(t.Partitions)
+			s.forgot = append(s.forgot, t.Partitions...)
+		}
+		l.mu.Lock()
+		l.seen = append(l.seen, s)
+		l.mu.Unlock()
+		if req.SessionEpoch <= 0 { // full: 0 (INITIAL) or -1 (FINAL)
+			req.SessionID, req.SessionEpoch = 0, -1
+		}
+		return nil, nil, false // kfake answers it
+	})
+}
+
+// notFull is the first Fetch of seen that is not full and sessionless on
+// the broker's side (SessionID 0, epoch 0 or -1, nothing forgotten), as
+// every Fetch to a broker that granted no session must be; nil if none.
+func notFull(seen []fetchSeen) error {
+	for i, s := range seen {
+		if s.sessionID != 0 || s.epoch > 0 || s.epoch < -1 || s.forgotten != 0 {
+			return fmt.Errorf("Fetch %d of %d: %+v, want a full one (session 0, epoch 0 or -1, nothing forgotten): the broker granted no session", i+1, len(seen), s)
+		}
+	}
+	return nil
+}
+
+// waitCopiedFull is waitCopied, failing at once on a Fetch notFull finds.
+func waitCopiedFull(t *testing.T, m *Manager, l *fetchLog, parts int, want int64, what string) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if err := notFull(l.since(0)); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		var sum int64
+		ss := m.Statuses()
+		for _, s := range ss {
+			sum += s.LogEndOffset
+		}
+		if len(ss) == parts && sum == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: want %d records copied, statuses %+v", what, want, ss)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Against a broker that grants no fetch session (its cache full), the
+// follower falls back to full Fetches (wire.FetchSession): records keep
+// being copied, every Fetch is full and sessionless on the broker's side
+// (SessionID 0; epoch 0, asking again for a session as Kafka's client does,
+// FetchMetadata.INITIAL, so a slot freed later is taken, or -1 beside a
+// Fetch in the air), none incremental, none naming a session the broker
+// never granted, none forgetting partitions. Checked that it can fail:
+// FetchSession.Replies taking a full answer of SessionID 0 as a session
+// made (id 0, next epoch 1) fails at the second Fetch, incremental at
+// epoch 1; turning sessions off after a refusal (every later Fetch epoch
+// -1) fails as never asking again.
+func TestFetchSessionKfakeRefused(t *testing.T) {
+	const parts = 8
+	c := newKfake(t, kfake.NumBrokers(1), kfake.SeedTopics(parts, "s"))
+	l := &fetchLog{}
+	l.refuseSessions(c)
+	all := make([]int32, parts)
+	want := map[int32]int64{}
+	for i := range all {
+		all[i] = int32(i)
+		want[int32(i)] = 5
+	}
+	produceTo(t, c, all, 5)
+
+	dir := t.TempDir()
+	m, stop := followWithKfake(t, c, dir, false)
+	waitCopiedFull(t, m, l, parts, parts*5, "the first records")
+	// Long polls once caught up, then records produced later: still
+	// copied, with no session to carry them.
+	n := len(l.since(0))
+	waitFetches(t, l, n+1, "after catching up", func(fetchSeen) bool { return true })
+	produceTo(t, c, []int32{3}, 4)
+	want[3] += 4
+	waitCopiedFull(t, m, l, parts, parts*5+4, "the records produced later")
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	seen := l.since(0)
+	if err := notFull(seen); err != nil {
+		t.Fatal(err)
+	}
+	if seen[0].epoch != 0 {
+		t.Errorf("first Fetch %+v, want one asking for a session (epoch 0)", seen[0])
+	}
+	var askedAgain int
+	for _, s := range seen[1:] {
+		if s.epoch == 0 {
+			askedAgain++
+		}
+	}
+	if askedAgain == 0 {
+		t.Errorf("no Fetch after the refused one asked for a session again (epoch 0): %+v", seen)
+	}
+	checkRecords(t, dir, "s", want)
+}
