@@ -42,6 +42,10 @@ type Manager struct {
 	// gives (storage.Open); tests wrap the log in a failing double. Called
 	// by Run and, to reopen a log after a storage failure, by workers.
 	openLog func(dataDir, topic string, partition int32, opts storage.Options) (partLog, error)
+	// aroundRise, in tests, runs each of riseAll's served-epoch rises
+	// (served.go), to see how many are under way at once; nil: each runs
+	// as it is.
+	aroundRise func(rise func())
 	// flushTicker is the flusher's clock (flusher.go); nil: a
 	// time.Ticker. flusherDone is closed when the flusher ends.
 	flushTicker flushTicker

@@ -206,7 +206,12 @@ func (m *Manager) riseAll(ps []*part) {
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			_ = m.catalog.rise(d.s, d.l, d.upstream)
+			rise := func() { _ = m.catalog.rise(d.s, d.l, d.upstream) }
+			if m.aroundRise != nil {
+				m.aroundRise(rise)
+				return
+			}
+			rise()
 		}()
 	}
 	wg.Wait()
