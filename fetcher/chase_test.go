@@ -1,124 +1,201 @@
 package fetcher
 
 import (
+	"context"
+	"fmt"
 	"log/slog"
-	"sync/atomic"
+	"sync"
 	"testing"
 	"time"
 
-	"github.com/kfollower/kfollower/follower"
 	"github.com/kfollower/kfollower/wire"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// TestChaseMoves: Metadata that shows a leader move is read again soon
-// (chaseInterval), not after MetadataInterval, because a move of many
-// partitions reaches each broker's Metadata in parts. Here the interval is
-// an hour, so after the refresh that found t-0 moved (asked for by the
-// old leader's Fetch answer) only the chase can ask again. Checked that it
-// can fail: with Run resetting its timer to MetadataInterval whatever the
-// answer, no Metadata request follows the one that found the move.
-func TestChaseMoves(t *testing.T) {
-	c := newKfake(t, kfake.NumBrokers(3), kfake.SeedTopics(1, "t"))
-	var moved atomic.Bool
-	var after atomic.Int32 // Metadata requests received after the move was seen
-	c.ControlKey(int16(kmsg.Metadata), func(kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		if moved.Load() {
-			after.Add(1)
-		}
-		return nil, nil, false
-	})
-	obs := &moveSeen{moved: &moved}
-	m := kfakeManager(t, c, Config{
+// scriptedMetadata answers every Metadata request with answer(n), n the
+// request's number from 0, and tells at of each request as it comes.
+type scriptedMetadata struct {
+	answer func(n int) *kmsg.MetadataResponse
+	mu     sync.Mutex
+	n      int
+	at     chan int
+}
+
+func (s *scriptedMetadata) Request(_ context.Context, req kmsg.Request) (kmsg.Response, error) {
+	if _, ok := req.(*kmsg.MetadataRequest); !ok {
+		return nil, fmt.Errorf("scriptedMetadata: a %T", req)
+	}
+	s.mu.Lock()
+	n := s.n
+	s.n++
+	s.mu.Unlock()
+	s.at <- n
+	return s.answer(n), nil
+}
+
+// metadataAnswer names brokers 1 and 2 and topic t's partitions, partition
+// i led by leaders[i] at epochs[i].
+func metadataAnswer(leaders, epochs []int32) *kmsg.MetadataResponse {
+	resp := kmsg.NewPtrMetadataResponse()
+	for _, id := range []int32{1, 2} {
+		b := kmsg.NewMetadataResponseBroker()
+		b.NodeID, b.Host, b.Port = id, "localhost", 9090+id
+		resp.Brokers = append(resp.Brokers, b)
+	}
+	rt := kmsg.NewMetadataResponseTopic()
+	rt.Topic, rt.TopicID = kmsg.StringPtr("t"), wire.TopicID{1}
+	for i := range leaders {
+		rp := kmsg.NewMetadataResponseTopicPartition()
+		rp.Partition, rp.Leader, rp.LeaderEpoch = int32(i), leaders[i], epochs[i]
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	resp.Topics = append(resp.Topics, rt)
+	return resp
+}
+
+// runScripted runs a Manager whose every broker is s, with no worker
+// running (no Fetch can ask for a refresh: only Run's timer and the test
+// do), MetadataInterval an hour and the chase every 5 ms, until the test
+// ends.
+func runScripted(t *testing.T, s *scriptedMetadata) *Manager {
+	t.Helper()
+	m := newManager(Config{
 		DataDir: t.TempDir(), Follow: func(topic string) bool { return topic == "t" },
 		MetadataInterval: time.Hour,
-		Backoff:          follower.BackoffPolicy{Base: 10 * time.Millisecond, Max: 100 * time.Millisecond},
 		Logger:           slog.New(slog.DiscardHandler),
-		Observers:        []Observer{obs},
-	})
-	stop := startManager(t, m)
-	waitStatus(t, m, "t-0 fetching", func(s Status) bool { return s.State == "fetching" })
-	from := status(m, "t", 0).Leader
-	to := (from + 1) % 3
-	if err := c.MoveTopicPartition("t", 0, to); err != nil {
-		t.Fatal(err)
-	}
-	waitStatus(t, m, "t-0 reconciled with its new leader", func(s Status) bool {
-		return s.Leader == to && s.State == "fetching" && s.Reconciled
-	})
-	deadline := time.Now().Add(30 * time.Second)
-	for after.Load() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("no Metadata request after the one that showed t-0 moved from broker %d to %d (MetadataInterval is an hour)", from, to)
+	}, s, func(int32) requester { return s })
+	m.start = func(_ context.Context, w *worker) { close(w.done) }
+	m.chaseEvery = 5 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
 		}
-		time.Sleep(5 * time.Millisecond)
+	})
+	return m
+}
+
+// waitRequest waits for Metadata request n, failing after a deadline.
+func waitRequest(t *testing.T, s *scriptedMetadata, n int, what string) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case got := <-s.at:
+			if got == n {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("no Metadata request %d (%s) within 10 s", n, what)
+		}
 	}
-	if err := stop(); err != nil {
-		t.Fatal(err)
+}
+
+// noRequest fails if a Metadata request comes within 60 chase intervals.
+// It can only fail for a request that should not come: on a slow machine
+// one might come too late to be seen, never too early.
+func noRequest(t *testing.T, s *scriptedMetadata, what string) {
+	t.Helper()
+	select {
+	case n := <-s.at:
+		t.Fatalf("Metadata request %d: %s", n, what)
+	case <-time.After(300 * time.Millisecond):
+	}
+}
+
+// TestRunChasesMoves: after an answer that shows a leader move, Run reads
+// Metadata again after the chase interval, not MetadataInterval (an hour
+// here); once an answer shows none, it waits MetadataInterval again.
+// Checked that it can fail: a chase that waits MetadataInterval never
+// sends request 2; one on every answer sends request 1 unasked; placeAll
+// keeping only its last partition's report misses t-0's move.
+func TestRunChasesMoves(t *testing.T) {
+	s := &scriptedMetadata{at: make(chan int, 100), answer: func(n int) *kmsg.MetadataResponse {
+		if n == 0 {
+			return metadataAnswer([]int32{1, 1}, []int32{1, 1})
+		}
+		return metadataAnswer([]int32{2, 1}, []int32{2, 1}) // t-0 moved to broker 2
+	}}
+	m := runScripted(t, s)
+	waitRequest(t, s, 0, "Run's first")
+	noRequest(t, s, "after the first answer, which shows no move, Run should wait MetadataInterval")
+	m.requestRefresh() // as a worker does when a Fetch answer names another leader
+	waitRequest(t, s, 1, "asked for")
+	waitRequest(t, s, 2, "the chase after the answer that showed t-0 moved")
+	noRequest(t, s, "after an answer that shows no move, Run should wait MetadataInterval")
+}
+
+// TestRunChaseBounded: answers that never agree (t-0 named under broker 1
+// and broker 2 in turn) are chased chaseMax times, then read every
+// MetadataInterval. Checked that it can fail: without the bound (in chase
+// or in Run), request chaseMax+2 comes.
+func TestRunChaseBounded(t *testing.T) {
+	s := &scriptedMetadata{at: make(chan int, 100), answer: func(n int) *kmsg.MetadataResponse {
+		return metadataAnswer([]int32{1 + int32(n%2)}, []int32{1})
+	}}
+	m := runScripted(t, s)
+	waitRequest(t, s, 0, "Run's first")
+	m.requestRefresh()
+	// Answer 1 names broker 2, the first move; each one after it another,
+	// and requests 2 to chaseMax+1 are the chase.
+	waitRequest(t, s, chaseMax+1, "the last chase")
+	noRequest(t, s, fmt.Sprintf("the chase should end after %d reads in a row", chaseMax))
+}
+
+// TestChaseNext: the chase's decisions one by one: an answer that shows a
+// move starts or goes on with the chase, up to chaseMax reads in a row;
+// one that shows none ends it and starts the count again; an interval
+// shorter than the chase's is kept.
+func TestChaseNext(t *testing.T) {
+	c := chase{every: chaseInterval}
+	const interval = 5 * time.Second
+	if d := c.next(false, interval); d != interval {
+		t.Fatalf("no move: next in %v, want %v", d, interval)
+	}
+	for i := range chaseMax {
+		if d := c.next(true, interval); d != chaseInterval {
+			t.Fatalf("move %d in a row: next in %v, want %v", i+1, d, chaseInterval)
+		}
+	}
+	if d := c.next(true, interval); d != interval {
+		t.Fatalf("move %d in a row: next in %v, want %v (the chase spent)", chaseMax+1, d, interval)
+	}
+	if d := c.next(false, interval); d != interval {
+		t.Fatalf("no move after the chase: next in %v, want %v", d, interval)
+	}
+	if d := c.next(true, interval); d != chaseInterval {
+		t.Fatalf("a move after one answer without: next in %v, want %v (a new chase)", d, chaseInterval)
+	}
+	if d := c.next(true, 100*time.Millisecond); d != 100*time.Millisecond {
+		t.Fatalf("MetadataInterval 100 ms: next in %v, want 100ms", d)
 	}
 }
 
 // TestPlaceAllReportsMoves: placeAll reports a move when an answer names
 // another leader or epoch than the last seen for a partition followed
 // before, newer (a move) or older (a broker that has not yet applied it),
-// and not for the first sight of a partition or the same leaders again:
-// then Run goes back to MetadataInterval.
+// whichever partition of the answer it is, and not for the first sight of
+// a partition or the same leaders again.
 func TestPlaceAllReportsMoves(t *testing.T) {
 	e := newDriverEnvAt(t, t.TempDir(), slog.New(slog.DiscardHandler))
 	defer e.close()
-	answer := func(leader, epoch int32) *kmsg.MetadataResponse {
-		resp := kmsg.NewPtrMetadataResponse()
-		for _, id := range []int32{1, 2} {
-			b := kmsg.NewMetadataResponseBroker()
-			b.NodeID, b.Host, b.Port = id, "localhost", 9090+id
-			resp.Brokers = append(resp.Brokers, b)
-		}
-		rt := kmsg.NewMetadataResponseTopic()
-		rt.Topic, rt.TopicID = kmsg.StringPtr("t"), wire.TopicID{1}
-		rp := kmsg.NewMetadataResponseTopicPartition()
-		rp.Partition, rp.Leader, rp.LeaderEpoch = 0, leader, epoch
-		rt.Partitions = append(rt.Partitions, rp)
-		resp.Topics = append(resp.Topics, rt)
-		return resp
-	}
 	for _, c := range []struct {
-		what          string
-		leader, epoch int32
-		want          bool
+		what            string
+		leaders, epochs []int32
+		want            bool
 	}{
-		{"first sight", 1, 3, false},
-		{"the same again", 1, 3, false},
-		{"moved to broker 2", 2, 4, true},
-		{"a broker not yet at the move", 1, 3, true},
-		{"the move again", 2, 4, false},
+		{"first sight", []int32{1, 1}, []int32{3, 3}, false},
+		{"the same again", []int32{1, 1}, []int32{3, 3}, false},
+		{"t-0 moved to broker 2, t-1 not", []int32{2, 1}, []int32{4, 3}, true},
+		{"a broker not yet at the move", []int32{1, 1}, []int32{3, 3}, true},
+		{"the move again", []int32{2, 1}, []int32{4, 3}, false},
+		{"t-1 moved, the last in the answer", []int32{2, 2}, []int32{4, 4}, true},
 	} {
-		if got := e.m.placeAll(e.ctx, answer(c.leader, c.epoch), -1); got != c.want {
-			t.Errorf("%s (leader %d, epoch %d): placeAll reports moving %v, want %v", c.what, c.leader, c.epoch, got, c.want)
+		if got := e.m.placeAll(e.ctx, metadataAnswer(c.leaders, c.epochs), -1); got != c.want {
+			t.Errorf("%s (leaders %v, epochs %v): placeAll reports a move %v, want %v", c.what, c.leaders, c.epochs, got, c.want)
 		}
-	}
-}
-
-// moveSeen marks moved at the first leader change Metadata shows.
-type moveSeen struct {
-	NopObserver
-	moved *atomic.Bool
-}
-
-func (o *moveSeen) LeaderChanged(wire.TopicPartition, follower.LeaderChange, follower.LeaderChange) {
-	o.moved.Store(true)
-}
-
-// waitStatus waits until t-0's status satisfies ok, failing after a
-// deadline.
-func waitStatus(t *testing.T, m *Manager, what string, ok func(Status) bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !ok(status(m, "t", 0)) {
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting for %s: status %+v", what, status(m, "t", 0))
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }

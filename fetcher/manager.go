@@ -42,6 +42,8 @@ type Manager struct {
 	// gives (storage.Open); tests wrap the log in a failing double. Called
 	// by Run and, to reopen a log after a storage failure, by workers.
 	openLog func(dataDir, topic string, partition int32, opts storage.Options) (partLog, error)
+	// chaseEvery is chaseInterval; tests shorten it.
+	chaseEvery time.Duration
 	// aroundRise, in tests, runs each of riseAll's served-epoch rises
 	// (served.go), to see how many are under way at once; nil: each runs
 	// as it is.
@@ -159,11 +161,12 @@ func (a anyBroker) Request(ctx context.Context, req kmsg.Request) (kmsg.Response
 func newManager(cfg Config, seed requester, broker func(int32) requester) *Manager {
 	cfg.withDefaults()
 	return &Manager{
-		cfg:     cfg,
-		catalog: catalog{notServed: cfg.NotServed},
-		seed:    seed,
-		broker:  broker,
-		start:   func(ctx context.Context, w *worker) { go w.run(ctx) },
+		cfg:        cfg,
+		catalog:    catalog{notServed: cfg.NotServed},
+		seed:       seed,
+		broker:     broker,
+		start:      func(ctx context.Context, w *worker) { go w.run(ctx) },
+		chaseEvery: chaseInterval,
 		openLog: func(dataDir, topic string, partition int32, opts storage.Options) (partLog, error) {
 			return storage.Open(dataDir, topic, partition, opts)
 		},
@@ -190,6 +193,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	m.startFlusher(wctx)
 	t := time.NewTimer(0)
 	defer t.Stop()
+	ch := chase{every: m.chaseEvery}
 	for {
 		select {
 		case <-ctx.Done():
@@ -200,14 +204,11 @@ func (m *Manager) Run(ctx context.Context) error {
 		case <-t.C:
 		case <-m.refresh:
 		}
-		next := m.cfg.MetadataInterval
-		moving, err := m.refreshMetadata(ctx, wctx)
+		changed, err := m.refreshMetadata(ctx, wctx)
 		if err != nil && ctx.Err() == nil {
 			m.cfg.Logger.Warn("metadata refresh failed; retrying", "err", err)
 		}
-		if moving {
-			next = min(next, chaseInterval)
-		}
+		next := ch.next(changed, m.cfg.MetadataInterval)
 		if !t.Stop() {
 			select {
 			case <-t.C:
@@ -218,19 +219,44 @@ func (m *Manager) Run(ctx context.Context) error {
 	}
 }
 
-// chaseInterval is how soon Metadata is read again after an answer that
-// showed leaders moving, and again until one shows none. Kafka's
-// controller writes a move of many partitions as several batches of
-// PartitionChangeRecords, which each broker applies at its own pace
+// chase decides when Run reads Metadata next: chaseInterval after an
+// answer that showed leaders moving (placeAll), again while they keep
+// moving, up to chaseMax reads in a row; MetadataInterval after one that
+// showed none, or once the chase is spent.
+//
+// Kafka's controller writes a move of many partitions as several batches
+// of PartitionChangeRecords, which each broker applies at its own pace
 // (QuorumController, BrokerMetadataPublisher), so one answer holds only
-// the part of a move its broker had applied. Without a second look, the
+// the part of a move its broker had applied. Without a second look the
 // rest waited for the old leader to say so in a Fetch answer (KIP-951),
-// which at thousands of partitions in the middle of its own take-over
-// came a second or more later (BenchmarkScale's elect move: the second
-// half of the leaders learnt 1.5 s after the first). The Java client
-// likewise refreshes at retry.backoff.ms (100 ms) while it sees stale
-// leaders (Metadata.requestUpdate on NOT_LEADER_OR_FOLLOWER).
-const chaseInterval = 200 * time.Millisecond
+// which at thousands of partitions, in the middle of its own take-over,
+// came 1.5 s later (BenchmarkScale's elect move). librdkafka likewise
+// reads Metadata again soon while a partition's leader is in doubt
+// (topic.metadata.refresh.fast.interval.ms). The bound is for answers that
+// never agree (brokers that name a partition differently for good: one
+// far behind, or some without leader epochs): they cost chaseMax reads,
+// then one every MetadataInterval, as before.
+type chase struct {
+	every time.Duration // chaseInterval
+	n     int           // reads in a row at it
+}
+
+const (
+	chaseInterval = 200 * time.Millisecond
+	chaseMax      = 20 // 4 s: a move of 10,000 partitions took Kafka 2-4 s on 2 cores
+)
+
+func (c *chase) next(changed bool, interval time.Duration) time.Duration {
+	if !changed {
+		c.n = 0
+		return interval
+	}
+	if c.n >= chaseMax || interval <= c.every {
+		return interval
+	}
+	c.n++
+	return c.every
+}
 
 // requestRefresh asks Run for fresh metadata without ever blocking.
 func (m *Manager) requestRefresh() {
@@ -279,7 +305,7 @@ func (m *Manager) shutdown(cancel context.CancelFunc) {
 
 // refreshMetadata reads every topic's leaders and places partitions; it
 // reports whether the answer showed a leader move (placeAll).
-func (m *Manager) refreshMetadata(ctx, wctx context.Context) (moving bool, err error) {
+func (m *Manager) refreshMetadata(ctx, wctx context.Context) (changed bool, err error) {
 	req := kmsg.NewPtrMetadataRequest()
 	req.Topics = nil // all topics, so a topic created later and selected by Follow is picked up
 	rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
@@ -309,7 +335,7 @@ func (m *Manager) refreshMetadata(ctx, wctx context.Context) (moving bool, err e
 // broker from (-1: any broker). It reports whether any partition followed
 // before was named under another leader or epoch than the last seen
 // (place): a move, or a broker that has not yet applied one.
-func (m *Manager) placeAll(wctx context.Context, resp *kmsg.MetadataResponse, from int32) (moving bool) {
+func (m *Manager) placeAll(wctx context.Context, resp *kmsg.MetadataResponse, from int32) (changed bool) {
 	m.brokers = m.brokers[:0]
 	m.setBrokerAddrs(resp.Brokers) // direct.go
 	for _, b := range resp.Brokers {
@@ -372,14 +398,14 @@ func (m *Manager) placeAll(wctx context.Context, resp *kmsg.MetadataResponse, fr
 			}
 			m.checkMetadataEpoch(from, tp, epoch)
 			if m.place(wctx, tp, t.TopicID, follower.LeaderChange{Leader: leader, LeaderEpoch: epoch}) {
-				moving = true
+				changed = true
 			}
 		}
 	}
 	m.mu.Lock()
 	m.loaded = true
 	m.mu.Unlock()
-	return moving
+	return changed
 }
 
 // knownID is the topic id seen in earlier Metadata.
@@ -472,13 +498,13 @@ func (m *Manager) checkMetadataEpoch(broker int32, tp wire.TopicPartition, epoch
 // A partition held by another worker is released first and placed when it
 // is back (takeHandbacks); Run does not wait for it. It reports whether lc
 // is another leader or epoch than the last seen for tp, newer or older:
-// a move under way (chaseInterval).
-func (m *Manager) place(wctx context.Context, tp wire.TopicPartition, id wire.TopicID, lc follower.LeaderChange) (moving bool) {
+// a move under way (chase).
+func (m *Manager) place(wctx context.Context, tp wire.TopicPartition, id wire.TopicID, lc follower.LeaderChange) (changed bool) {
 	if _, bad := m.failed[tp]; bad {
 		return false
 	}
 	sm := m.seen[tp]
-	moving = sm.hasLC && sm.lc != lc
+	changed = sm.hasLC && sm.lc != lc
 	if sm.hasLC && lc.LeaderEpoch >= 0 && lc.LeaderEpoch < sm.lc.LeaderEpoch {
 		// Older than an epoch seen: Metadata from a broker that has not
 		// yet applied the move (each applies the controller's records at
@@ -488,7 +514,7 @@ func (m *Manager) place(wctx context.Context, tp wire.TopicPartition, id wire.To
 		// quarter of the changes of BenchmarkScale at 10,000). The Java
 		// client keeps its cached partition on such an answer too
 		// (Metadata.updateLatestMetadata, KIP-320).
-		return moving
+		return changed
 	}
 	if old := sm.lc; sm.hasLC && old != lc {
 		m.cfg.Logger.Info("leader changed", "partition", tp.String(), "leader", lc.Leader, "leader_epoch", lc.LeaderEpoch,
@@ -501,17 +527,17 @@ func (m *Manager) place(wctx context.Context, tp wire.TopicPartition, id wire.To
 	}
 	if tr, ok := m.moving[tp]; ok {
 		tr.lc = lc // on its way back: placed with the latest leader
-		return moving
+		return changed
 	}
 	owner, owned := m.owner[tp]
 	var p *part
 	switch {
 	case owned && owner == lc.Leader:
 		m.workers[owner].orders.post(order{op: opLeader, tp: tp, lc: lc})
-		return moving
+		return changed
 	case owned:
 		m.release(tp, &transit{lc: lc})
-		return moving
+		return changed
 	case m.parked[tp] != nil:
 		p = m.parked[tp]
 		delete(m.parked, tp)
@@ -523,15 +549,15 @@ func (m *Manager) place(wctx context.Context, tp wire.TopicPartition, id wire.To
 				// A full or failing disk may recover: the next Metadata
 				// tries again.
 				m.cfg.Logger.Warn("cannot open the local log; retrying with the next metadata", "partition", tp.String(), "err", err)
-				return moving
+				return changed
 			}
 			m.failed[tp] = err.Error()
 			m.cfg.Logger.Error("cannot follow partition", "partition", tp.String(), "err", err)
-			return moving
+			return changed
 		}
 	}
 	m.settle(wctx, p, lc)
-	return moving
+	return changed
 }
 
 // settle places a partition Run holds: parked while it has no leader, else
