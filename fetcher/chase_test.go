@@ -108,10 +108,12 @@ func noRequest(t *testing.T, s *scriptedMetadata, what string) {
 
 // TestRunChasesMoves: after an answer that shows a leader move, Run reads
 // Metadata again after the chase interval, not MetadataInterval (an hour
-// here); once an answer shows none, it waits MetadataInterval again.
-// Checked that it can fail: a chase that waits MetadataInterval never
-// sends request 2; one on every answer sends request 1 unasked; placeAll
-// keeping only its last partition's report misses t-0's move.
+// here), until both brokers have answered once without a move; then it
+// waits MetadataInterval again. Checked that it can fail: a chase that
+// waits MetadataInterval never sends request 2; one that ends at the
+// first quiet answer never sends request 3; one on every answer sends
+// request 1 unasked; placeAll keeping only its last partition's report
+// misses t-0's move.
 func TestRunChasesMoves(t *testing.T) {
 	s := &scriptedMetadata{at: make(chan int, 100), answer: func(n int) *kmsg.MetadataResponse {
 		if n == 0 {
@@ -125,7 +127,8 @@ func TestRunChasesMoves(t *testing.T) {
 	m.requestRefresh() // as a worker does when a Fetch answer names another leader
 	waitRequest(t, s, 1, "asked for")
 	waitRequest(t, s, 2, "the chase after the answer that showed t-0 moved")
-	noRequest(t, s, "after an answer that shows no move, Run should wait MetadataInterval")
+	waitRequest(t, s, 3, "the chase after one quiet answer of two brokers")
+	noRequest(t, s, "after both brokers answered without a move, Run should wait MetadataInterval")
 }
 
 // TestRunChaseBounded: answers that never agree (t-0 named under broker 1
@@ -147,29 +150,37 @@ func TestRunChaseBounded(t *testing.T) {
 
 // TestChaseNext: the chase's decisions one by one: an answer that shows a
 // move starts or goes on with the chase, up to chaseMax reads in a row;
-// one that shows none ends it and starts the count again; an interval
-// shorter than the chase's is kept.
+// in a chase, answers without a move go on with it until every broker has
+// given one in a row, then it ends and the count starts again; an
+// interval shorter than the chase's is kept.
 func TestChaseNext(t *testing.T) {
 	c := chase{every: chaseInterval}
-	const interval = 5 * time.Second
-	if d := c.next(false, interval); d != interval {
-		t.Fatalf("no move: next in %v, want %v", d, interval)
-	}
-	for i := range chaseMax {
-		if d := c.next(true, interval); d != chaseInterval {
-			t.Fatalf("move %d in a row: next in %v, want %v", i+1, d, chaseInterval)
+	const interval, brokers = 5 * time.Second, 3
+	want := func(what string, changed bool, d time.Duration) {
+		t.Helper()
+		if got := c.next(changed, interval, brokers); got != d {
+			t.Fatalf("%s: next in %v, want %v", what, got, d)
 		}
 	}
-	if d := c.next(true, interval); d != interval {
-		t.Fatalf("move %d in a row: next in %v, want %v (the chase spent)", chaseMax+1, d, interval)
+	want("no move, no chase", false, interval)
+	want("a move", true, chaseInterval)
+	want("quiet 1 of 3", false, chaseInterval)
+	want("quiet 2 of 3", false, chaseInterval)
+	want("quiet 3 of 3: the chase ends", false, interval)
+	want("no move after the chase", false, interval)
+	for i := range chaseMax {
+		want(fmt.Sprintf("move %d in a row", i+1), true, chaseInterval)
 	}
-	if d := c.next(false, interval); d != interval {
-		t.Fatalf("no move after the chase: next in %v, want %v", d, interval)
+	want("a move beyond chaseMax: the chase spent", true, interval)
+	for i := range brokers {
+		want(fmt.Sprintf("quiet %d after the spent chase", i+1), false, interval)
 	}
-	if d := c.next(true, interval); d != chaseInterval {
-		t.Fatalf("a move after one answer without: next in %v, want %v (a new chase)", d, chaseInterval)
-	}
-	if d := c.next(true, 100*time.Millisecond); d != 100*time.Millisecond {
+	want("a move after the chase ended: a new one", true, chaseInterval)
+	want("a quiet answer between moves", false, chaseInterval)
+	want("a move again: the quiet count starts over", true, chaseInterval)
+	want("quiet 1 of 3 again", false, chaseInterval)
+	want("quiet 2 of 3 again", false, chaseInterval)
+	if d := c.next(true, 100*time.Millisecond, brokers); d != 100*time.Millisecond {
 		t.Fatalf("MetadataInterval 100 ms: next in %v, want 100ms", d)
 	}
 }

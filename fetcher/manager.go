@@ -208,7 +208,7 @@ func (m *Manager) Run(ctx context.Context) error {
 		if err != nil && ctx.Err() == nil {
 			m.cfg.Logger.Warn("metadata refresh failed; retrying", "err", err)
 		}
-		next := ch.next(changed, m.cfg.MetadataInterval)
+		next := ch.next(changed, m.cfg.MetadataInterval, len(m.brokers))
 		if !t.Stop() {
 			select {
 			case <-t.C:
@@ -221,8 +221,13 @@ func (m *Manager) Run(ctx context.Context) error {
 
 // chase decides when Run reads Metadata next: chaseInterval after an
 // answer that showed leaders moving (placeAll), again while they keep
-// moving, up to chaseMax reads in a row; MetadataInterval after one that
-// showed none, or once the chase is spent.
+// moving and until every broker, asked in turn (refreshMetadata), has
+// answered once without a move, up to chaseMax reads in a row;
+// MetadataInterval otherwise, or once the chase is spent. One quiet
+// answer is not the end of a move: its broker may be behind the others
+// (BenchmarkScale's shutdown move: the last partition moved after an
+// answer that showed nothing new, and its old leader, no longer serving
+// requests, said nothing; it was learnt 5 s later).
 //
 // Kafka's controller writes a move of many partitions as several batches
 // of PartitionChangeRecords, which each broker applies at its own pace
@@ -239,6 +244,7 @@ func (m *Manager) Run(ctx context.Context) error {
 type chase struct {
 	every time.Duration // chaseInterval
 	n     int           // reads in a row at it
+	quiet int           // answers in a row without a move, in a chase
 }
 
 const (
@@ -246,9 +252,16 @@ const (
 	chaseMax      = 20 // 4 s: a move of 10,000 partitions took Kafka 2-4 s on 2 cores
 )
 
-func (c *chase) next(changed bool, interval time.Duration) time.Duration {
-	if !changed {
-		c.n = 0
+// next is the wait after an answer that showed a move (changed) or not,
+// with brokers the brokers that answer in turn.
+func (c *chase) next(changed bool, interval time.Duration, brokers int) time.Duration {
+	switch {
+	case changed:
+		c.quiet = 0
+	case c.n > 0 && c.quiet+1 < brokers:
+		c.quiet++
+	default:
+		c.n, c.quiet = 0, 0
 		return interval
 	}
 	if c.n >= chaseMax || interval <= c.every {
