@@ -88,7 +88,7 @@ var layers = []layer{
 	{pkg: "metrics", allow: []string{"std", "client_golang", "fetcher", "follower", "wire", "kmsg", "wire/server", "authz"}},
 	{pkg: "cmd/kfollower", allow: []string{"*"}},
 	{pkg: "integration/...", allow: []string{"*"}},
-	{pkg: "bench", allow: []string{"*"}},
+	{pkg: "bench/...", allow: []string{"*"}},
 	// Test certificates: it fails the test it is given on any error.
 	{pkg: "internal/testcert", allow: []string{"std"}, testOnly: true},
 }

@@ -1,10 +1,12 @@
 package bench
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -20,6 +22,7 @@ import (
 	"time"
 
 	"github.com/kfollower/kfollower/integration/kafka"
+	"github.com/kfollower/kfollower/wire"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -33,6 +36,13 @@ import (
 //
 //	consumer  a franz-go consumer with kfollower's own fetch limits (8 MiB a
 //	          partition, 64 MiB a response), records dropped
+//	consumer-process
+//	          the same consumer as a process of its own (bench/consume),
+//	          timed from its start until it has read every record: it
+//	          pays what the binary pays and the one inside the benchmark's
+//	          warm process does not (the program's start, the first touch
+//	          of the memory it reads responses into), so os/consumer-process
+//	          tells the start-up's share of os/consumer
 //	interval  the kfollower binary, built from this tree, as users run it:
 //	os        `kfollower run --flush interval` (the default), `--flush os`,
 //	always    `--flush always`, each into an empty data dir, timed from the
@@ -59,7 +69,8 @@ import (
 // as they are, so there the consumer is no ceiling. Reported per topic: each contender's median
 // MB/s, the medians of the per-round ratios interval/replica (goal ≥ 1.5),
 // os/consumer (goal ≥ 0.9) and os/os-client, every spread (min–max over the
-// rounds) in the log, and the load average before and after every run.
+// rounds) in the log, and the load average before and after every run;
+// and os/consumer-process.
 // Every timed run starts on a disk at rest (waitDiskSettled): what the run
 // before it left to write back or discard is not charged to it.
 // Before the rounds, one untimed warm-up round of every contender, and the
@@ -79,7 +90,7 @@ func BenchmarkReplica(b *testing.B) {
 		// (LogManager.deleteLogs), 60 s by default; no other effect here.
 		Config: map[string]string{"log.segment.delete.delay.ms": "500"}})
 	b.Log(holdGuestMemory(b))
-	bin := buildBinary(b)
+	bin, consumeBin := buildBinary(b), buildCommand(b, "bench/consume")
 	const partitions, valueSize, records = 8, 1 << 10, 1 << 20 // 1 GiB of values
 	var assign [][]int32
 	for p := range partitions {
@@ -116,13 +127,17 @@ func BenchmarkReplica(b *testing.B) {
 	}
 	binary := func(t *topicRun, flush string, extra ...string) (time.Duration, string) {
 		r := runBinary(ctx, b, bin, c, t.name, t.ends, flush, extra...)
-		return r.total, fmt.Sprintf("; first record copied after %v, a quarter, half, three quarters after %v %v %v; %.2f CPU-s per GiB (start to exit)",
+		return r.total, fmt.Sprintf("; first record copied after %v, a quarter, half, three quarters after %v %v %v; %.2f CPU-s per GiB, %d page faults, peak RSS %d MiB (start to exit); partitions at their end after %s",
 			r.firstData.Round(time.Millisecond), r.quarters[0].Round(time.Millisecond), r.quarters[1].Round(time.Millisecond),
-			r.quarters[2].Round(time.Millisecond), r.cpu.Seconds()*1024/t.mib)
+			r.quarters[2].Round(time.Millisecond), r.cpu.Seconds()*1024/t.mib, r.faults, r.maxRSS>>20, partitionEnds(r.partitionEnds))
 	}
 	contenders := []contender{
 		{"consumer", func(t *topicRun) (time.Duration, string) {
 			return consumeAll(ctx, b, c, t.name, partitions, records), ""
+		}},
+		{"consumer-process", func(t *topicRun) (time.Duration, string) {
+			d, faults, cpu := consumeProcess(b, consumeBin, c, t.name, partitions, records)
+			return d, fmt.Sprintf("; %.2f CPU-s per GiB, %d page faults (start to exit)", cpu.Seconds()*1024/t.mib, faults)
 		}},
 		{"interval", func(t *topicRun) (time.Duration, string) { return binary(t, "interval") }},
 		{"os", func(t *topicRun) (time.Duration, string) { return binary(t, "os") }},
@@ -185,6 +200,7 @@ func BenchmarkReplica(b *testing.B) {
 		}
 		for _, q := range []struct{ num, den, goal string }{
 			{"interval", "replica", "goal ≥ 1.5"}, {"os", "consumer", "goal ≥ 0.9"},
+			{"os", "consumer-process", "(both fresh processes)"},
 			{"os", "os-client", "(the own Fetch connections' effect)"},
 			{"os", "replica", ""}, {"always", "replica", ""}, {"consumer", "replica", ""},
 		} {
@@ -240,12 +256,50 @@ func jsonValues(n, size int) [][]byte {
 // buildBinary builds cmd/kfollower from this tree into the benchmark's
 // temporary directory: the binary users run, with whatever the tree holds.
 func buildBinary(b *testing.B) string {
+	return buildCommand(b, "cmd/kfollower")
+}
+
+// buildCommand builds the command in pkg, a directory of this module,
+// into the benchmark's temporary directory.
+func buildCommand(b *testing.B, pkg string) string {
 	b.Helper()
-	out := filepath.Join(b.TempDir(), "kfollower")
-	if msg, err := exec.Command("go", "build", "-o", out, "github.com/kfollower/kfollower/cmd/kfollower").CombinedOutput(); err != nil {
-		b.Fatalf("go build ./cmd/kfollower: %v\n%s", err, msg)
+	out := filepath.Join(b.TempDir(), filepath.Base(pkg))
+	if msg, err := exec.Command("go", "build", "-o", out, "github.com/kfollower/kfollower/"+pkg).CombinedOutput(); err != nil {
+		b.Fatalf("go build ./%s: %v\n%s", pkg, err, msg)
 	}
 	return out
+}
+
+// consumeProcess runs bench/consume (bin) over topic's partitions with
+// kfollower's own fetch limits, and returns the time from the process's
+// start until it printed that it had read every record, and its minor
+// page faults and CPU time, start to exit.
+func consumeProcess(b *testing.B, bin string, c *kafka.Cluster, topic string, partitions, records int) (d time.Duration, faults int64, cpu time.Duration) {
+	b.Helper()
+	cmd := exec.Command(bin, "-brokers", strings.Join(c.Bootstrap(), ","), "-topic", topic,
+		"-partitions", strconv.Itoa(partitions), "-records", strconv.Itoa(records),
+		"-max-bytes", strconv.Itoa(int(wire.DefaultFetchLimits.MaxBytes)),
+		"-partition-max-bytes", strconv.Itoa(int(wire.DefaultFetchLimits.PartitionMaxBytes)))
+	var stderr lockedBuffer
+	cmd.Stderr = &stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		b.Fatalf("starting %s: %v", bin, err)
+	}
+	line, _ := bufio.NewReader(out).ReadString('\n')
+	d = time.Since(start)
+	if err := cmd.Wait(); err != nil || line != "done\n" {
+		b.Fatalf("%s: %v, printed %q:\n%s", bin, err, line, stderr.String())
+	}
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		faults = ru.Minflt
+	}
+	return d, faults, cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 }
 
 // lockedBuffer collects a process's output, written by exec's copying
@@ -279,6 +333,14 @@ type binaryRun struct {
 	// cpu is the process's user and system time, from its start until
 	// it exited (stopped once caught up: its shutdown's flush included).
 	cpu time.Duration
+	// faults is the process's minor page faults, start to exit: memory
+	// it touched for the first time (its heap, its Fetch buffers), each
+	// a trap and a page zeroed by the kernel, which a warm in-process run
+	// does not pay again. maxRSS is its peak resident set.
+	faults, maxRSS int64
+	// partitionEnds is when /status first showed each partition at its
+	// end: how the brokers' shares of the copy ended (the copy's tail).
+	partitionEnds map[int32]time.Duration
 	// quarters are when /status first showed a quarter, half and three
 	// quarters of the records copied: where in the copy time went (under
 	// --flush interval, whether before or after its first flush).
@@ -331,18 +393,27 @@ func runBinary(ctx context.Context, b *testing.B, bin string, c *kafka.Cluster, 
 			<-exited
 		}
 		run.cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			run.faults, run.maxRSS = ru.Minflt, ru.Maxrss<<10
+		}
 	}()
 
 	hc := &http.Client{Timeout: 5 * time.Second}
 	url := "http://" + addr + "/status"
 	deadline := time.Now().Add(10 * time.Minute)
 	var last string
+	run.partitionEnds = map[int32]time.Duration{}
 	var want int64 // records in all
 	for _, end := range ends {
 		want += end
 	}
 	for {
-		caughtUp, copied, err := statusCaughtUp(ctx, hc, url, topic, ends)
+		caughtUp, copied, atEnd, err := statusPartitions(ctx, hc, url, topic, ends)
+		for _, p := range atEnd {
+			if _, ok := run.partitionEnds[p]; !ok {
+				run.partitionEnds[p] = time.Since(start)
+			}
+		}
 		if copied > 0 && run.firstData == 0 {
 			run.firstData = time.Since(start)
 		}
@@ -371,17 +442,26 @@ func runBinary(ctx context.Context, b *testing.B, bin string, c *kafka.Cluster, 
 	}
 }
 
-// statusCaughtUp asks kfollower's /status how many partitions of topic
+// partitionEnds lists when each partition reached its end, by partition.
+func partitionEnds(at map[int32]time.Duration) string {
+	var out []string
+	for _, p := range slices.Sorted(maps.Keys(at)) {
+		out = append(out, fmt.Sprintf("%d:%v", p, at[p].Round(time.Millisecond)))
+	}
+	return strings.Join(out, " ")
+}
+
+// statusPartitions asks kfollower's /status how many partitions of topic
 // have their log end at their end offset in ends, and how many of their
-// records are copied.
-func statusCaughtUp(ctx context.Context, hc *http.Client, url, topic string, ends map[int32]int64) (caughtUp int, copied int64, err error) {
+// records are copied, and which are at their end.
+func statusPartitions(ctx context.Context, hc *http.Client, url, topic string, ends map[int32]int64) (caughtUp int, copied int64, atEnd []int32, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, nil, err
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, nil, err
 	}
 	defer resp.Body.Close()
 	var st struct {
@@ -394,10 +474,10 @@ func statusCaughtUp(ctx context.Context, hc *http.Client, url, topic string, end
 	// /status answers 200 whether or not kfollower is ready (readiness is
 	// /readyz); anything else is a failure to look at.
 	if resp.StatusCode != http.StatusOK {
-		return 0, 0, fmt.Errorf("GET %s: %s", url, resp.Status)
+		return 0, 0, nil, fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		return 0, 0, fmt.Errorf("GET %s: %w", url, err)
+		return 0, 0, nil, fmt.Errorf("GET %s: %w", url, err)
 	}
 	for _, p := range st.Partitions {
 		end, ok := ends[p.Partition]
@@ -406,10 +486,11 @@ func statusCaughtUp(ctx context.Context, hc *http.Client, url, topic string, end
 		}
 		if p.LogEndOffset == end {
 			caughtUp++
+			atEnd = append(atEnd, p.Partition)
 		}
 		copied += p.LogEndOffset
 	}
-	return caughtUp, copied, nil
+	return caughtUp, copied, atEnd, nil
 }
 
 // replicaCopy adds broker extra as a replica of every partition of topic
