@@ -336,7 +336,9 @@ type binaryRun struct {
 	// faults is the process's minor page faults, start to exit: memory
 	// it touched for the first time (its heap, its Fetch buffers), each
 	// a trap and a page zeroed by the kernel, which a warm in-process run
-	// does not pay again. maxRSS is its peak resident set.
+	// does not pay again. maxRSS is its peak resident set (VmHWM, read
+	// before it is stopped: getrusage's ru_maxrss of an exec'd child
+	// starts from its parent's, whose memory it shared until the exec).
 	faults, maxRSS int64
 	// partitionEnds is when /status first showed each partition at its
 	// end: how the brokers' shares of the copy ended (the copy's tail).
@@ -385,6 +387,7 @@ func runBinary(ctx context.Context, b *testing.B, bin string, c *kafka.Cluster, 
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
 	defer func() {
+		run.maxRSS = peakRSS(cmd.Process.Pid)
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-exited:
@@ -394,7 +397,7 @@ func runBinary(ctx context.Context, b *testing.B, bin string, c *kafka.Cluster, 
 		}
 		run.cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-			run.faults, run.maxRSS = ru.Minflt, ru.Maxrss<<10
+			run.faults = ru.Minflt
 		}
 	}()
 
@@ -440,6 +443,22 @@ func runBinary(ctx context.Context, b *testing.B, bin string, c *kafka.Cluster, 
 			b.Fatalf("kfollower %s did not catch up with %s in 10 minutes (last: %s):\n%s", what, topic, last, out.String())
 		}
 	}
+}
+
+// peakRSS is process pid's peak resident set in bytes (VmHWM in its
+// /proc status), 0 when it cannot be read.
+func peakRSS(pid int) int64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
 }
 
 // partitionEnds lists when each partition reached its end, by partition.
