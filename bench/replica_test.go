@@ -68,9 +68,9 @@ import (
 // every batch (franz-go does) while kfollower and the broker copy them
 // as they are, so there the consumer is no ceiling. Reported per topic: each contender's median
 // MB/s, the medians of the per-round ratios interval/replica (goal ≥ 1.5),
-// os/consumer (goal ≥ 0.9) and os/os-client, every spread (min–max over the
-// rounds) in the log, and the load average before and after every run;
-// and os/consumer-process.
+// os/consumer (goal ≥ 0.9), os/consumer-process and os/os-client, every
+// spread (min–max over the rounds) in the log, and the load average before
+// and after every run.
 // Every timed run starts on a disk at rest (waitDiskSettled): what the run
 // before it left to write back or discard is not charged to it.
 // Before the rounds, one untimed warm-up round of every contender, and the
@@ -136,7 +136,7 @@ func BenchmarkReplica(b *testing.B) {
 			return consumeAll(ctx, b, c, t.name, partitions, records), ""
 		}},
 		{"consumer-process", func(t *topicRun) (time.Duration, string) {
-			d, faults, cpu := consumeProcess(b, consumeBin, c, t.name, partitions, records)
+			d, faults, cpu := consumeProcess(ctx, b, consumeBin, c, t.name, partitions, records)
 			return d, fmt.Sprintf("; %.2f CPU-s per GiB, %d page faults (start to exit)", cpu.Seconds()*1024/t.mib, faults)
 		}},
 		{"interval", func(t *topicRun) (time.Duration, string) { return binary(t, "interval") }},
@@ -274,9 +274,12 @@ func buildCommand(b *testing.B, pkg string) string {
 // kfollower's own fetch limits, and returns the time from the process's
 // start until it printed that it had read every record, and its minor
 // page faults and CPU time, start to exit.
-func consumeProcess(b *testing.B, bin string, c *kafka.Cluster, topic string, partitions, records int) (d time.Duration, faults int64, cpu time.Duration) {
+func consumeProcess(ctx context.Context, b *testing.B, bin string, c *kafka.Cluster, topic string, partitions, records int) (d time.Duration, faults int64, cpu time.Duration) {
 	b.Helper()
-	cmd := exec.Command(bin, "-brokers", strings.Join(c.Bootstrap(), ","), "-topic", topic,
+	// As long as runBinary gives the binary to catch up.
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "-brokers", strings.Join(c.Bootstrap(), ","), "-topic", topic,
 		"-partitions", strconv.Itoa(partitions), "-records", strconv.Itoa(records),
 		"-max-bytes", strconv.Itoa(int(wire.DefaultFetchLimits.MaxBytes)),
 		"-partition-max-bytes", strconv.Itoa(int(wire.DefaultFetchLimits.PartitionMaxBytes)))
@@ -294,7 +297,7 @@ func consumeProcess(b *testing.B, bin string, c *kafka.Cluster, topic string, pa
 	line, _ := bufio.NewReader(out).ReadString('\n')
 	d = time.Since(start)
 	if err := cmd.Wait(); err != nil || line != "done\n" {
-		b.Fatalf("%s: %v, printed %q:\n%s", bin, err, line, stderr.String())
+		b.Fatalf("%s reading %s (within 10 minutes): %v, printed %q:\n%s", bin, topic, err, line, stderr.String())
 	}
 	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 		faults = ru.Minflt
@@ -387,7 +390,8 @@ func runBinary(ctx context.Context, b *testing.B, bin string, c *kafka.Cluster, 
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
 	defer func() {
-		run.maxRSS = peakRSS(cmd.Process.Pid)
+		// 0 if it has already exited: it failed, and the run with it.
+		run.maxRSS, _ = procStatusBytes(strconv.Itoa(cmd.Process.Pid), "VmHWM")
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-exited:
@@ -411,7 +415,7 @@ func runBinary(ctx context.Context, b *testing.B, bin string, c *kafka.Cluster, 
 		want += end
 	}
 	for {
-		caughtUp, copied, atEnd, err := statusPartitions(ctx, hc, url, topic, ends)
+		atEnd, copied, err := statusPartitions(ctx, hc, url, topic, ends)
 		for _, p := range atEnd {
 			if _, ok := run.partitionEnds[p]; !ok {
 				run.partitionEnds[p] = time.Since(start)
@@ -425,14 +429,14 @@ func runBinary(ctx context.Context, b *testing.B, bin string, c *kafka.Cluster, 
 				run.quarters[q] = time.Since(start)
 			}
 		}
-		if err == nil && caughtUp == len(ends) {
+		if err == nil && len(atEnd) == len(ends) {
 			run.total = time.Since(start)
 			return run
 		}
 		if err != nil {
 			last = err.Error()
 		} else {
-			last = fmt.Sprintf("%d of %d partitions at their end", caughtUp, len(ends))
+			last = fmt.Sprintf("%d of %d partitions at their end", len(atEnd), len(ends))
 		}
 		select {
 		case <-exited:
@@ -445,22 +449,6 @@ func runBinary(ctx context.Context, b *testing.B, bin string, c *kafka.Cluster, 
 	}
 }
 
-// peakRSS is process pid's peak resident set in bytes (VmHWM in its
-// /proc status), 0 when it cannot be read.
-func peakRSS(pid int) int64 {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
-}
-
 // partitionEnds lists when each partition reached its end, by partition.
 func partitionEnds(at map[int32]time.Duration) string {
 	var out []string
@@ -470,17 +458,17 @@ func partitionEnds(at map[int32]time.Duration) string {
 	return strings.Join(out, " ")
 }
 
-// statusPartitions asks kfollower's /status how many partitions of topic
+// statusPartitions asks kfollower's /status which partitions of topic
 // have their log end at their end offset in ends, and how many of their
-// records are copied, and which are at their end.
-func statusPartitions(ctx context.Context, hc *http.Client, url, topic string, ends map[int32]int64) (caughtUp int, copied int64, atEnd []int32, err error) {
+// records are copied.
+func statusPartitions(ctx context.Context, hc *http.Client, url, topic string, ends map[int32]int64) (atEnd []int32, copied int64, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return 0, 0, nil, err
+		return nil, 0, err
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return 0, 0, nil, err
+		return nil, 0, err
 	}
 	defer resp.Body.Close()
 	var st struct {
@@ -493,10 +481,10 @@ func statusPartitions(ctx context.Context, hc *http.Client, url, topic string, e
 	// /status answers 200 whether or not kfollower is ready (readiness is
 	// /readyz); anything else is a failure to look at.
 	if resp.StatusCode != http.StatusOK {
-		return 0, 0, nil, fmt.Errorf("GET %s: %s", url, resp.Status)
+		return nil, 0, fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		return 0, 0, nil, fmt.Errorf("GET %s: %w", url, err)
+		return nil, 0, fmt.Errorf("GET %s: %w", url, err)
 	}
 	for _, p := range st.Partitions {
 		end, ok := ends[p.Partition]
@@ -504,12 +492,11 @@ func statusPartitions(ctx context.Context, hc *http.Client, url, topic string, e
 			continue
 		}
 		if p.LogEndOffset == end {
-			caughtUp++
 			atEnd = append(atEnd, p.Partition)
 		}
 		copied += p.LogEndOffset
 	}
-	return caughtUp, copied, atEnd, nil
+	return atEnd, copied, nil
 }
 
 // replicaCopy adds broker extra as a replica of every partition of topic

@@ -809,21 +809,31 @@ func cpuTime(b *testing.B) time.Duration {
 
 // vmRSS is this process's resident set (VmRSS in /proc/self/status).
 func vmRSS(b *testing.B) int64 {
-	data, err := os.ReadFile("/proc/self/status")
+	n, err := procStatusBytes("self", "VmRSS")
 	if err != nil {
 		b.Fatal(err)
 	}
+	return n
+}
+
+// procStatusBytes is the field, a size in kB, of /proc/<pid>/status, in
+// bytes.
+func procStatusBytes(pid, field string) (int64, error) {
+	path := "/proc/" + pid + "/status"
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
 	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
 			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
 			if err != nil {
-				b.Fatalf("VmRSS %q: %v", rest, err)
+				return 0, fmt.Errorf("%s: %s %q: %w", path, field, rest, err)
 			}
-			return kb << 10
+			return kb << 10, nil
 		}
 	}
-	b.Fatal("no VmRSS in /proc/self/status")
-	return 0
+	return 0, fmt.Errorf("%s: no %s", path, field)
 }
 
 // openFiles is the number of files this process holds open.
@@ -848,4 +858,20 @@ func fdsPerLog(b *testing.B) int {
 		b.Fatal(err)
 	}
 	return n
+}
+
+// procStatusBytes reads a size in this process's status, and names the
+// file and field it cannot find.
+func TestProcStatusBytes(t *testing.T) {
+	rss, err := procStatusBytes("self", "VmRSS")
+	if err != nil || rss <= 0 {
+		t.Fatalf("VmRSS of this process: %d, %v", rss, err)
+	}
+	hwm, err := procStatusBytes("self", "VmHWM")
+	if err != nil || hwm < rss {
+		t.Fatalf("VmHWM of this process: %d (VmRSS %d), %v", hwm, rss, err)
+	}
+	if _, err := procStatusBytes("self", "VmNoSuch"); err == nil || !strings.Contains(err.Error(), "/proc/self/status: no VmNoSuch") {
+		t.Fatalf("a missing field: %v", err)
+	}
 }
