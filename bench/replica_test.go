@@ -87,8 +87,10 @@ func BenchmarkReplica(b *testing.B) {
 	const extra = int32(4)
 	c := kafka.Start(b, kafka.Options{ExtraBrokers: 1, NeedsFaults: true,
 		// A removed replica is deleted this long after it is dropped
-		// (LogManager.deleteLogs), 60 s by default; no other effect here.
-		Config: map[string]string{"log.segment.delete.delay.ms": "500"}})
+		// (LogManager.deleteLogs), 60 s by default, and the delete task
+		// first runs this long after start-up, 30 s by default; no other
+		// effect here.
+		Config: map[string]string{"log.segment.delete.delay.ms": "500", "log.initial.task.delay.ms": "100"}})
 	b.Log(holdGuestMemory(b))
 	bin, consumeBin := buildBinary(b), buildCommand(b, "bench/consume")
 	const partitions, valueSize, records = 8, 1 << 10, 1 << 20 // 1 GiB of values
