@@ -138,8 +138,10 @@ func BenchmarkReplica(b *testing.B) {
 			return consumeAll(ctx, b, c, t.name, partitions, records), ""
 		}},
 		{"consumer-process", func(t *topicRun) (time.Duration, string) {
-			d, faults, cpu := consumeProcess(ctx, b, consumeBin, c, t.name, partitions, records)
-			return d, fmt.Sprintf("; %.2f CPU-s per GiB, %d page faults (start to exit)", cpu.Seconds()*1024/t.mib, faults)
+			r := consumeProcess(ctx, b, consumeBin, c, t.name, partitions, records)
+			return r.total, fmt.Sprintf("; first record read after %v, a quarter, half, three quarters after %v %v %v; %.2f CPU-s per GiB, %d page faults (start to exit)",
+				r.first.Round(time.Millisecond), r.quarters[0].Round(time.Millisecond), r.quarters[1].Round(time.Millisecond),
+				r.quarters[2].Round(time.Millisecond), r.cpu.Seconds()*1024/t.mib, r.faults)
 		}},
 		{"interval", func(t *topicRun) (time.Duration, string) { return binary(t, "interval") }},
 		{"os", func(t *topicRun) (time.Duration, string) { return binary(t, "os") }},
@@ -273,10 +275,11 @@ func buildCommand(b *testing.B, pkg string) string {
 }
 
 // consumeProcess runs bench/consume (bin) over topic's partitions with
-// kfollower's own fetch limits, and returns the time from the process's
-// start until it printed that it had read every record, and its minor
-// page faults and CPU time, start to exit.
-func consumeProcess(ctx context.Context, b *testing.B, bin string, c *kafka.Cluster, topic string, partitions, records int) (d time.Duration, faults int64, cpu time.Duration) {
+// kfollower's own fetch limits. Its times run from the process's start:
+// to the line that says it has read every record, to its first record
+// and to each quarter, each as its line is read; its minor page faults
+// and CPU time run from start to exit.
+func consumeProcess(ctx context.Context, b *testing.B, bin string, c *kafka.Cluster, topic string, partitions, records int) (r consumeRun) {
 	b.Helper()
 	// As long as runBinary gives the binary to catch up.
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
@@ -296,15 +299,40 @@ func consumeProcess(ctx context.Context, b *testing.B, bin string, c *kafka.Clus
 	if err := cmd.Start(); err != nil {
 		b.Fatalf("starting %s: %v", bin, err)
 	}
-	line, _ := bufio.NewReader(out).ReadString('\n')
-	d = time.Since(start)
-	if err := cmd.Wait(); err != nil || line != "done\n" {
-		b.Fatalf("%s reading %s (within 10 minutes): %v, printed %q:\n%s", bin, topic, err, line, stderr.String())
+	lines := bufio.NewScanner(out)
+	var last string
+	for lines.Scan() {
+		at := time.Since(start)
+		switch last = lines.Text(); last {
+		case "first":
+			r.first = at
+		case "quarter 1", "quarter 2", "quarter 3":
+			r.quarters[last[len(last)-1]-'1'] = at
+		case "done":
+			r.total = at
+		}
+		if last == "done" {
+			break
+		}
+	}
+	if err := cmd.Wait(); err != nil || last != "done" {
+		b.Fatalf("%s reading %s (within 10 minutes): %v, last printed %q:\n%s", bin, topic, err, last, stderr.String())
 	}
 	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		faults = ru.Minflt
+		r.faults = ru.Minflt
 	}
-	return d, faults, cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	r.cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	return r
+}
+
+// consumeRun is what a run of bench/consume took: from the process's
+// start to its last record (total), its first and each quarter; its page
+// faults and CPU time, start to exit.
+type consumeRun struct {
+	total, first time.Duration
+	quarters     [3]time.Duration
+	faults       int64
+	cpu          time.Duration
 }
 
 // lockedBuffer collects a process's output, written by exec's copying
