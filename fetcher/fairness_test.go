@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -52,6 +53,26 @@ func TestFetchFairness(t *testing.T) {
 	if obs.p0AtSmallDone > 10 {
 		t.Fatalf("partition 0 had %d of its 200 records copied when partitions 1-3 were done; want them served in turn with it (at most 10)", obs.p0AtSmallDone)
 	}
+	// And the order itself: the partition served in one response comes
+	// last in the next Fetch that names it (the worker has one Fetch in
+	// the air, sent after the answer before it was taken in). Served in
+	// a random order the counts above could pass by chance.
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	checked := 0
+	for i := 0; i+1 < len(b.orders); i++ {
+		served, next := b.served[i], b.orders[i+1]
+		if served < 0 || len(next) < 2 || !slices.Contains(next, served) {
+			continue
+		}
+		checked++
+		if next[len(next)-1] != served {
+			t.Fatalf("Fetch %d served partition %d, and Fetch %d names the partitions in the order %v; want %d last", i, served, i+1, next, served)
+		}
+	}
+	if checked < 10 {
+		t.Fatalf("only %d Fetches followed one that served a partition; want the order checked on at least 10", checked)
+	}
 }
 
 // fillBroker is broker 1, leading topic t's partitions at epoch 0, each
@@ -65,6 +86,11 @@ type fillBroker struct {
 	end     map[int32]int64
 	mu      sync.Mutex
 	started bool
+	// orders lists the partitions of every Fetch since the data
+	// appeared, in request order; served, the partition each answer
+	// gave records to (-1: none).
+	orders [][]int32
+	served []int32
 }
 
 func (b *fillBroker) Request(_ context.Context, req kmsg.Request) (kmsg.Response, error) {
@@ -81,6 +107,8 @@ func (b *fillBroker) Request(_ context.Context, req kmsg.Request) (kmsg.Response
 		b.started = b.started || n == len(b.end)
 		resp := kmsg.NewPtrFetchResponse()
 		var used int
+		var order []int32
+		served := int32(-1)
 		for _, rt := range r.Topics {
 			t := kmsg.NewFetchResponseTopic()
 			t.Topic, t.TopicID = rt.Topic, rt.TopicID
@@ -92,13 +120,18 @@ func (b *fillBroker) Request(_ context.Context, req kmsg.Request) (kmsg.Response
 					continue
 				}
 				p.HighWatermark = b.end[rp.Partition]
+				order = append(order, rp.Partition)
 				if rp.FetchOffset < b.end[rp.Partition] && (used == 0 || used < int(r.MaxBytes)) {
 					p.RecordBatches = batch.Build(batch.Spec{BaseOffset: rp.FetchOffset, Epoch: 0, Records: 1})
 					used += len(p.RecordBatches)
+					served = rp.Partition // one batch a response: used passes MaxBytes
 				}
 				t.Partitions = append(t.Partitions, p)
 			}
 			resp.Topics = append(resp.Topics, t)
+		}
+		if b.started {
+			b.orders, b.served = append(b.orders, order), append(b.served, served)
 		}
 		return resp, nil
 	}
