@@ -56,11 +56,11 @@ func TestFetchFairnessKafka(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			obs := &fairCount{want: want, got: map[int32]int64{}, smallDone: make(chan struct{}), allDone: make(chan struct{})}
+			// Closed after the fetcher stops (cleanups run last first).
 			fcl := c.Client(kgo.MetadataMinAge(100 * time.Millisecond))
-			defer fcl.Close()
-			m, err := fetcher.New(fetcher.Config{
+			t.Cleanup(fcl.Close)
+			followWith(t, fetcher.Config{
 				Client:           fcl,
-				DataDir:          t.TempDir(),
 				DirectFetch:      testDirectFetch(),
 				NoFetchSessions:  !sessions,
 				Follow:           func(name string) bool { return name == topic },
@@ -71,18 +71,6 @@ func TestFetchFairnessKafka(t *testing.T) {
 				Limits:    wire.FetchLimits{MaxWaitMillis: 100, MinBytes: 1, MaxBytes: 1, PartitionMaxBytes: 1},
 				Observers: []fetcher.Observer{obs},
 			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			rctx, cancel := context.WithCancel(ctx)
-			done := make(chan error, 1)
-			go func() { done <- m.Run(rctx) }()
-			defer func() {
-				cancel()
-				if err := <-done; err != nil {
-					t.Errorf("fetcher: %v", err)
-				}
-			}()
 			for _, w := range []struct {
 				what string
 				done chan struct{}

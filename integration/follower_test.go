@@ -55,20 +55,28 @@ func testDirectFetch() *fetcher.DirectFetch {
 // follow starts following the named topics into dir (a new temp dir if "").
 func follow(t *testing.T, c *kafka.Cluster, dir string, topics ...string) *shadow {
 	t.Helper()
-	if dir == "" {
-		dir = t.TempDir()
-	}
-	cl := c.Client(kgo.MetadataMinAge(100 * time.Millisecond))
-	s := &shadow{t: t, dir: dir, done: make(chan error, 1), direct: true}
-	m, err := fetcher.New(fetcher.Config{
-		Client:           cl,
+	return followWith(t, fetcher.Config{
+		Client:           c.Client(kgo.MetadataMinAge(100 * time.Millisecond)),
 		DataDir:          dir,
 		DirectFetch:      testDirectFetch(),
 		Follow:           func(topic string) bool { return slices.Contains(topics, topic) },
 		MetadataInterval: time.Second,
 		Backoff:          follower.BackoffPolicy{Base: 50 * time.Millisecond, Max: time.Second},
-		Observers:        []fetcher.Observer{s},
 	})
+}
+
+// followWith runs a Manager on cfg in the background until the test ends:
+// the shadow observes it beside cfg's own observers, in cfg.DataDir (a new
+// temp dir if ""), and with cfg.DirectFetch its stop fails the test if no
+// Fetch went on the fetcher's own connections.
+func followWith(t *testing.T, cfg fetcher.Config) *shadow {
+	t.Helper()
+	if cfg.DataDir == "" {
+		cfg.DataDir = t.TempDir()
+	}
+	s := &shadow{t: t, dir: cfg.DataDir, done: make(chan error, 1), direct: cfg.DirectFetch != nil}
+	cfg.Observers = append([]fetcher.Observer{s}, cfg.Observers...)
+	m, err := fetcher.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -51,29 +51,18 @@ func TestFetchSessions(t *testing.T) {
 		produceTo(ctx, t, c, "sessions", p, "before", 2000)
 	}
 
-	dir := t.TempDir()
-	cl := c.Client(kgo.MetadataMinAge(100 * time.Millisecond))
 	counter := &fetchCounter{}
-	s := &shadow{t: t, dir: dir, done: make(chan error, 1)}
-	m, err := fetcher.New(fetcher.Config{
-		Client: cl, DataDir: dir,
+	s := followWith(t, fetcher.Config{
+		Client:           c.Client(kgo.MetadataMinAge(100 * time.Millisecond)),
 		Follow:           func(topic string) bool { return topic == "sessions" },
 		MetadataInterval: time.Second,
 		Backoff:          follower.BackoffPolicy{Base: 50 * time.Millisecond, Max: time.Second},
-		Observers:        []fetcher.Observer{s, counter},
+		Observers:        []fetcher.Observer{counter},
 		// The binary's sessions are on its own Fetch connections: a
 		// session is the broker's (FetchSessionCache, by id), whatever
 		// connection carries its requests.
 		DirectFetch: testDirectFetch(),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.m = m
-	rctx, cancel := context.WithCancel(ctx)
-	s.cancel = cancel
-	go func() { s.done <- m.Run(rctx) }()
-	t.Cleanup(s.stop)
 
 	s.waitCaughtUp(ctx, c, "sessions", 4)
 	// Idle: a few long polls of every broker, each naming nothing once the
