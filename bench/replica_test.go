@@ -301,7 +301,7 @@ func consumeProcess(ctx context.Context, b *testing.B, bin string, c *kafka.Clus
 	}
 	lines := bufio.NewScanner(out)
 	var last string
-	for lines.Scan() {
+	for last != "done" && lines.Scan() {
 		at := time.Since(start)
 		switch last = lines.Text(); last {
 		case "first":
@@ -310,9 +310,6 @@ func consumeProcess(ctx context.Context, b *testing.B, bin string, c *kafka.Clus
 			r.quarters[last[len(last)-1]-'1'] = at
 		case "done":
 			r.total = at
-		}
-		if last == "done" {
-			break
 		}
 	}
 	if err := cmd.Wait(); err != nil || last != "done" {
