@@ -31,9 +31,17 @@ func (l *Log) Append(raw []byte) error {
 	if len(raw) == 0 {
 		return nil
 	}
-	hs, restart, err := l.validate(raw)
+	// Bytes Stage wrote past the end as they were read are appended
+	// where they lie, validated then (stage.go).
+	hs, wasStaged, err := l.takeStaged(raw)
 	if err != nil {
 		return err
+	}
+	var restart bool
+	if !wasStaged {
+		if hs, restart, err = l.validate(raw); err != nil {
+			return err
+		}
 	}
 	first, last := hs[0], hs[len(hs)-1]
 	if restart {
@@ -49,7 +57,15 @@ func (l *Log) Append(raw []byte) error {
 		return &AppendError{Topic: l.topic, Partition: l.partition, Offset: first.BaseOffset,
 			Reason: fmt.Sprintf("offsets %d..%d do not fit one segment based at %d", first.BaseOffset, last.LastOffset(), s.base)}
 	}
-	if err := s.append(raw, hs); err != nil {
+	if wasStaged {
+		err = s.appendStaged(raw, hs)
+		if err == nil {
+			err = l.unstage() // what is left past raw, if the state machine took less
+		}
+	} else {
+		err = s.append(raw, hs)
+	}
+	if err != nil {
 		return l.fail(fmt.Errorf("appending to %s: %w", l.tp(), err))
 	}
 	if err := l.appendTxns(s, raw, hs); err != nil {
@@ -113,16 +129,21 @@ func (l *Log) appendTxns(s *segment, raw []byte, hs []batch.Header) error {
 // empty-log case of Append's doc.
 func (l *Log) validate(raw []byte) (hs []batch.Header, restart bool, err error) {
 	leo := l.leoLocked()
-	empty := leo == l.logStart && l.active().empty()
-	next := leo
 	prevEpoch := int32(-1)
 	if e, ok := l.epochs.Latest(); ok {
 		prevEpoch = e.Epoch
 	}
+	return l.validateRun(raw, leo, prevEpoch, leo == l.logStart && l.active().empty(), batch.NewScanner(raw))
+}
+
+// validateRun is validate for a run that follows offset next and leader
+// epoch prevEpoch (staged batches may lie between the log end and it:
+// stage.go), scanned by sc; empty allows the empty-log restart.
+func (l *Log) validateRun(raw []byte, next int64, prevEpoch int32, empty bool, sc *batch.Scanner) (hs []batch.Header, restart bool, err error) {
+	leo := next
 	reject := func(off int64, err error, format string, args ...any) ([]batch.Header, bool, error) {
 		return nil, false, &AppendError{Topic: l.topic, Partition: l.partition, Offset: off, Reason: fmt.Sprintf(format, args...), Err: err}
 	}
-	sc := batch.NewScanner(raw)
 	for sc.Next() {
 		h := sc.Header()
 		switch {
@@ -159,22 +180,11 @@ func (l *Log) validate(raw []byte) (hs []batch.Header, restart bool, err error) 
 // overflow). The new base is max(first incoming offset, LEO), as
 // UnifiedLog.maybeRoll gives a follower.
 func (l *Log) maybeRoll(size int, hs []batch.Header) error {
-	s := l.active()
-	first, last := hs[0], hs[len(hs)-1]
-	var maxTs int64 = batch.NoTimestamp
-	for _, h := range hs {
-		maxTs = max(maxTs, h.MaxTimestamp)
-	}
-	waited := l.opts.Now().Sub(s.created)
-	if s.firstTs >= 0 {
-		waited = time.Duration(maxTs-s.firstTs) * time.Millisecond
-	}
-	due := s.size() > l.opts.SegmentBytes-int64(size) ||
-		(!s.empty() && waited > l.opts.SegmentAge) ||
-		!s.canHold(last.LastOffset())
-	if !due {
+	if !l.rollDue(size, hs) {
 		return nil
 	}
+	s := l.active()
+	first := hs[0]
 	l.nextGen()
 	// Before the seal makes the old segment's batches durable: Open reads
 	// no epoch back from a sealed segment, and a log opened empty is
@@ -211,6 +221,24 @@ func (l *Log) maybeRoll(size int, hs []batch.Header) error {
 	l.segs = append(l.segs, ns)
 	l.synced() // the old segment was sealed, the new one is empty
 	return nil
+}
+
+// rollDue says whether appending size bytes of the batches hs needs a
+// new segment first (maybeRoll).
+func (l *Log) rollDue(size int, hs []batch.Header) bool {
+	s := l.active()
+	last := hs[len(hs)-1]
+	var maxTs int64 = batch.NoTimestamp
+	for _, h := range hs {
+		maxTs = max(maxTs, h.MaxTimestamp)
+	}
+	waited := l.opts.Now().Sub(s.created)
+	if s.firstTs >= 0 {
+		waited = time.Duration(maxTs-s.firstTs) * time.Millisecond
+	}
+	return s.size() > l.opts.SegmentBytes-int64(size) ||
+		(!s.empty() && waited > l.opts.SegmentAge) ||
+		!s.canHold(last.LastOffset())
 }
 
 // maybeFlush fsyncs before Append returns under FlushEveryAppend. Under

@@ -76,6 +76,10 @@ type Log struct {
 	// flushes rewrite it at most once a second. pointEnd is the log offset
 	// the point on disk covers (its next offset): a Flush with nothing new
 	// to fsync still rewrites a point behind the durable end (flush.go).
+	// stg is what Stage wrote past the active segment's end, nil if
+	// nothing (stage.go).
+	stg *staged
+
 	lastRecoveryPoint time.Time
 	pointEnd          int64
 	closed            bool
@@ -446,6 +450,9 @@ func (l *Log) Close() error {
 		return nil
 	}
 	l.closed = true
+	// Staged bytes are cut before anything is made durable: a reopen
+	// must find the segment as it ends (stage.go).
+	uerr := l.unstage()
 	// A Flush's recovery point write still under way (rewritePoint, which
 	// holds pointMu but not mu) ends before Close returns, on every path
 	// below (a failed log's, too, which writes no point of its own): a reopened Log on the same directory has a pointMu of its own
@@ -457,7 +464,7 @@ func (l *Log) Close() error {
 	// An unsettled empty log has nothing to make durable, and its next
 	// Open is as cheap.
 	if l.unsettled && l.failed == nil && len(l.segs) == 1 && l.active().empty() {
-		return l.closeFiles()
+		return errors.Join(uerr, l.closeFiles())
 	}
 	if l.failed == nil {
 		if serr := l.settle(); serr != nil {
@@ -480,7 +487,7 @@ func (l *Log) Close() error {
 			err = l.writeRecoveryPoint(rp)
 		}
 	}
-	return errors.Join(err, l.closeFiles())
+	return errors.Join(uerr, err, l.closeFiles())
 }
 
 // waitPointWrite returns once no recovery point write is under way.

@@ -152,6 +152,9 @@ func (l *Log) SaveLost(from int64) (Lost, error) {
 	if err := l.usable(); err != nil {
 		return Lost{}, err
 	}
+	if err := l.unstage(); err != nil { // stage.go
+		return Lost{}, err
+	}
 	lost, err := l.saveLost(from, nil)
 	if err != nil || lost.Batches == 0 {
 		return lost, err

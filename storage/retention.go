@@ -16,6 +16,9 @@ func (l *Log) DeleteBefore(offset int64) error {
 	if err := l.writable(); err != nil {
 		return err
 	}
+	if err := l.unstage(); err != nil { // stage.go
+		return err
+	}
 	return l.deleteBefore(offset)
 }
 
@@ -72,6 +75,9 @@ func (l *Log) EnforceRetention() (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.writable(); err != nil {
+		return 0, err
+	}
+	if err := l.unstage(); err != nil { // stage.go
 		return 0, err
 	}
 	var total int64

@@ -205,6 +205,13 @@ func (s *segment) append(raw []byte, hs []batch.Header) error {
 	if _, err := s.log.WriteAt(raw, s.ix.size); err != nil {
 		return fmt.Errorf("writing %s at %d: %w", s.path(logSuffix), s.ix.size, err)
 	}
+	s.index(hs)
+	return nil
+}
+
+// index takes the batches hs, just written at the segment's end, into
+// its indexes and its end.
+func (s *segment) index(hs []batch.Header) {
 	for _, h := range hs {
 		if s.ix.size == 0 {
 			s.firstTs = h.MaxTimestamp
@@ -213,6 +220,16 @@ func (s *segment) append(raw []byte, hs []batch.Header) error {
 		s.next = h.NextOffset()
 		s.lastEpoch = h.PartitionLeaderEpoch
 	}
+}
+
+// appendStaged is append for bytes Stage wrote past the end already,
+// all but the first batch's first 12 bytes, which it writes now: from
+// here a crash keeps the batches (stage.go).
+func (s *segment) appendStaged(raw []byte, hs []batch.Header) error {
+	if _, err := s.log.WriteAt(raw[:batch.LogOverhead], s.ix.size); err != nil {
+		return fmt.Errorf("writing %s at %d: %w", s.path(logSuffix), s.ix.size, err)
+	}
+	s.index(hs)
 	return nil
 }
 

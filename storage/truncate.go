@@ -60,6 +60,9 @@ func (l *Log) TruncateWithLost(t Truncation) (Lost, error) {
 	if err := l.truncatable(); err != nil {
 		return Lost{}, err
 	}
+	if err := l.unstage(); err != nil { // stage.go
+		return Lost{}, err
+	}
 	if !validCause(t.Cause) {
 		return Lost{}, fmt.Errorf("truncating %s: cause %q is not a token of [a-z0-9-]", l.tp(), t.Cause)
 	}
@@ -117,6 +120,9 @@ func (l *Log) TruncateTo(offset int64) error {
 	if err := l.truncatable(); err != nil {
 		return err
 	}
+	if err := l.unstage(); err != nil { // stage.go
+		return err
+	}
 	return l.truncateToLocked(offset)
 }
 
@@ -145,6 +151,9 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.truncatable(); err != nil {
+		return err
+	}
+	if err := l.unstage(); err != nil { // stage.go
 		return err
 	}
 	if offset < 0 {
