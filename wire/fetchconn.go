@@ -45,8 +45,10 @@ type FetchConn struct {
 	overhead time.Duration
 	format   *kmsg.RequestFormatter
 
-	mu       sync.Mutex // held for a request's write and read
-	corr     int32
+	mu   sync.Mutex // held for a request's write and read
+	corr int32
+	// sink is FetchStreaming's, for the request under way; under mu.
+	sink     RecordsSink
 	wbuf     []byte
 	throttle time.Time // the broker's throttle ends then (KIP-219)
 	// failed is set once it failed; every later request fails with it.
@@ -322,8 +324,17 @@ func (c *FetchConn) buffer(n int) []byte {
 // request's MaxWaitMillis plus the configured overhead bounds the round
 // trip, and so does ctx: either ending it fails the connection.
 func (c *FetchConn) Fetch(ctx context.Context, req *kmsg.FetchRequest) (*kmsg.FetchResponse, *FetchBuffer, error) {
+	return c.FetchStreaming(ctx, req, nil)
+}
+
+// FetchStreaming is Fetch that also shows sink, if not nil, each
+// partition's records as they are read (RecordsSink), from Fetch v13 on;
+// the response is decoded, and returned, as by Fetch.
+func (c *FetchConn) FetchStreaming(ctx context.Context, req *kmsg.FetchRequest, sink RecordsSink) (*kmsg.FetchResponse, *FetchBuffer, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.sink = sink
+	defer func() { c.sink = nil }()
 	if err := c.Err(); err != nil {
 		return nil, nil, err
 	}
@@ -442,7 +453,13 @@ func (c *FetchConn) read(req kmsg.Request) (*FetchBuffer, error) {
 	}
 	whole := c.buffer(int(n))
 	buf := &FetchBuffer{c: c, whole: whole, buf: whole}
-	if _, err := io.ReadFull(c.conn, buf.buf); err != nil {
+	var err error
+	if c.sink != nil && req.Key() == int16(kmsg.Fetch) && req.GetVersion() >= minStreamVersion {
+		err = readStreaming(c.conn, buf.buf, c.sink)
+	} else {
+		_, err = io.ReadFull(c.conn, buf.buf)
+	}
+	if err != nil {
 		buf.Release()
 		return nil, fmt.Errorf("reading the %s response: %w", kmsg.NameForKey(req.Key()), err)
 	}
