@@ -102,7 +102,7 @@ type fetchResult struct {
 // address has changed in Metadata, or that failed, is closed and dialled
 // again; a dial that fails, or a connection that fails before its first
 // answer, falls back for the request and backs off before the next dial.
-func (d *directFetch) fetch(ctx context.Context, req *kmsg.FetchRequest) fetchResult {
+func (d *directFetch) fetch(ctx context.Context, req *kmsg.FetchRequest, sink wire.RecordsSink) fetchResult {
 	addr, known := d.addr()
 	if d.conn != nil {
 		switch err := d.conn.Err(); {
@@ -134,7 +134,7 @@ func (d *directFetch) fetch(ctx context.Context, req *kmsg.FetchRequest) fetchRe
 		resp, err := d.fallback.Request(ctx, req)
 		return fetchResult{resp: resp, err: err}
 	}
-	resp, buf, err := d.conn.Fetch(ctx, req)
+	resp, buf, err := d.conn.FetchStreaming(ctx, req, sink)
 	d.usedAt = d.now()
 	if err == nil {
 		if !d.answered {

@@ -37,6 +37,13 @@ type partLog interface {
 	Close() error
 }
 
+// stager is a partLog that can write a Fetch response's batches as they
+// are read, ahead of their Append (storage.Log.Stage). The tests' doubles
+// of a partLog are not one: every append reaches their Append whole.
+type stager interface {
+	Stage(field []byte, first bool, at int64) int
+}
+
 // part is one followed partition: its state machine and its log. It is
 // owned by exactly one goroutine at a time (the Manager while it has no
 // leader's worker, else that worker) and moves between them by hand-off.

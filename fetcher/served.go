@@ -84,6 +84,15 @@ func (m *Manager) serve(tp wire.TopicPartition, l partLog) (partLog, error) {
 	return &servedPartLog{partLog: l, tp: tp, c: &m.catalog}, nil
 }
 
+// Stage passes a staging through to the log if it takes one: a staged
+// batch is no part of the log, so nothing a reader is fenced by changes.
+func (l *servedPartLog) Stage(field []byte, first bool, at int64) int {
+	if s, ok := l.partLog.(stager); ok {
+		return s.Stage(field, first, at)
+	}
+	return 0
+}
+
 func (l *servedPartLog) TruncateTo(offset int64) error {
 	if offset >= l.LogEndOffset() {
 		return l.partLog.TruncateTo(offset) // removes nothing

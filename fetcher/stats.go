@@ -49,6 +49,10 @@ type RequestStats struct {
 	// it (zero through franz-go, whose hooks count it).
 	Direct        bool
 	ResponseBytes int64
+	// StagedBytes counts the record bytes written into the logs as the
+	// response was read on the direct connection (worker.stageSink),
+	// for their Appends to take where they lie.
+	StagedBytes int64
 }
 
 // epochResult classifies one partition of an OffsetsForLeaderEpoch reply.

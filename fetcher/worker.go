@@ -130,6 +130,10 @@ type flight struct {
 	// franz-go. direct says which connection carried the Fetch.
 	buf    *wire.FetchBuffer
 	direct bool
+	// staged is how many bytes of its records the direct connection's
+	// read staged into the logs (stageSink); set by the request
+	// goroutine, read once the flight has landed.
+	staged int64
 	resp   kmsg.Response
 	resp2  kmsg.Response // ListOffsets: the LATEST half
 	err    error
@@ -648,9 +652,17 @@ func (w *worker) start(ctx context.Context, f *flight, reqs []kmsg.Request) {
 	w.m.setInFlight(w.id, APIName(f.key), f.sent, f.reqIDs)
 	// The request goroutine is owned by this worker: run waits for it
 	// before returning, and it ends with ctx.
+	var sink wire.RecordsSink
+	var staged map[stageKey]int
+	if f.key == kmsg.Fetch && w.direct != nil {
+		sink, staged = w.stageSink(f)
+	}
 	go func() {
 		if fr, ok := reqs[0].(*kmsg.FetchRequest); ok && w.direct != nil {
-			r := w.direct.fetch(ctx, fr)
+			r := w.direct.fetch(ctx, fr, sink)
+			for _, n := range staged {
+				f.staged += int64(n)
+			}
 			f.resp, f.buf, f.direct, f.err = r.resp, r.buf, r.direct, r.err
 			if h := w.m.buffers; h != nil && f.buf != nil {
 				h.taken(f.buf)
@@ -664,6 +676,50 @@ func (w *worker) start(ctx context.Context, f *flight, reqs []kmsg.Request) {
 		}
 		w.flights <- f
 	}()
+}
+
+// stageKey names a partition as a Fetch v13+ response does.
+type stageKey struct {
+	topic     wire.TopicID
+	partition int32
+}
+
+// stageSink is the wire.RecordsSink of the Fetch f on the direct
+// connection: each partition's batches are staged into its log
+// (storage.Log.Stage) as they are read, while they are in the CPU's
+// cache, where the log still ends at the offset f asked from. The Append
+// the state machine decides later, of the same bytes, then writes almost
+// nothing; what it does not take is dropped, and a crash before it keeps
+// none (storage's stage.go). The logs are taken here, on the worker's
+// goroutine; a log handed off or closed while f is in the air only
+// refuses or drops the staging, as Stage takes the log's own lock. The
+// map it returns counts each partition's staged bytes, for f.staged.
+func (w *worker) stageSink(f *flight) (wire.RecordsSink, map[stageKey]int) {
+	type target struct {
+		log stager
+		at  int64
+	}
+	logs := make(map[stageKey]target, len(f.fetches))
+	for tp, fp := range f.fetches {
+		id, ok := f.topicIDs[tp.Topic]
+		p := w.parts[tp]
+		if !ok || p == nil {
+			continue
+		}
+		if s, ok := p.log.(stager); ok {
+			logs[stageKey{id, tp.Partition}] = target{s, fp.Offset}
+		}
+	}
+	if len(logs) == 0 {
+		return nil, nil
+	}
+	staged := make(map[stageKey]int, len(logs))
+	return func(topic wire.TopicID, partition int32, records []byte, first bool) {
+		k := stageKey{topic, partition}
+		if t, ok := logs[k]; ok {
+			staged[k] = t.log.Stage(records, first, t.at)
+		}
+	}, staged
 }
 
 // withoutID removes from fetches the partitions of a topic with no known
@@ -879,7 +935,7 @@ func (w *worker) receive(f *flight) (ahead map[wire.TopicPartition]wire.FetchPar
 // its answers are taken.
 func (w *worker) requestStats(f *flight, now time.Time) RequestStats {
 	stats := RequestStats{Broker: w.id, Key: f.key, Partitions: len(f.reqIDs), Named: len(f.reqIDs), Latency: now.Sub(f.sent), Err: f.err,
-		Direct: f.direct, ResponseBytes: int64(len(f.buf.Bytes()))}
+		Direct: f.direct, ResponseBytes: int64(len(f.buf.Bytes())), StagedBytes: f.staged}
 	switch f.key {
 	case kmsg.Fetch:
 		stats.Partitions = len(f.order) // with those of a Fetch ahead that none was bound to
