@@ -190,6 +190,7 @@ type fetchStats struct {
 	bytes  map[int32]int64
 	most   map[int32]int64
 	empty  map[int32]int
+	staged map[int32]int64
 	others int
 }
 
@@ -197,7 +198,7 @@ func (s *fetchStats) RequestDone(r fetcher.RequestStats) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.n == nil {
-		s.n, s.direct, s.bytes, s.most, s.empty = map[int32]int{}, map[int32]int{}, map[int32]int64{}, map[int32]int64{}, map[int32]int{}
+		s.n, s.direct, s.bytes, s.most, s.empty, s.staged = map[int32]int{}, map[int32]int{}, map[int32]int64{}, map[int32]int64{}, map[int32]int{}, map[int32]int64{}
 	}
 	if r.Key != kmsg.Fetch {
 		s.others++
@@ -208,6 +209,7 @@ func (s *fetchStats) RequestDone(r fetcher.RequestStats) {
 		s.direct[r.Broker]++
 	}
 	s.bytes[r.Broker] += r.FetchedBytes
+	s.staged[r.Broker] += r.StagedBytes
 	s.most[r.Broker] = max(s.most[r.Broker], r.FetchedBytes)
 	if r.FetchedBytes == 0 {
 		s.empty[r.Broker]++
@@ -218,8 +220,8 @@ func (s *fetchStats) log(b *testing.B) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for id, n := range s.n {
-		b.Logf("  broker %d: %d Fetch responses (%d on the direct connection, %d without records), %.1f MiB a response on average, at most %.1f MiB (limits: %d MiB a partition, %d MiB a response)",
-			id, n, s.direct[id], s.empty[id], float64(s.bytes[id])/float64(n)/(1<<20), float64(s.most[id])/(1<<20),
+		b.Logf("  broker %d: %d Fetch responses (%d on the direct connection, %d without records), %.1f MiB a response on average, at most %.1f MiB, %.0f%% of the bytes staged as read (limits: %d MiB a partition, %d MiB a response)",
+			id, n, s.direct[id], s.empty[id], float64(s.bytes[id])/float64(n)/(1<<20), float64(s.most[id])/(1<<20), 100*float64(s.staged[id])/float64(max(s.bytes[id], 1)),
 			wire.DefaultFetchLimits.PartitionMaxBytes>>20, wire.DefaultFetchLimits.MaxBytes>>20)
 	}
 	b.Logf("  %d other requests", s.others)

@@ -44,15 +44,16 @@ type staged struct {
 
 // Stage writes the whole batches of field, a partition's records as a
 // Fetch response is read (from its first byte up to the last whole batch
-// in so far; a partial batch at its end is left for the next call), into the active segment past its end, when they continue
-// the log: first says field is new, any later call passes the same field,
-// grown. Each batch is validated as Append validates it, CRC included,
+// in so far; a partial batch at its end is left for the next call), into
+// the active segment past its end, when they continue the log: the Fetch
+// asked from offset at, where the log ends. first says field is new; any
+// later call passes the same field, grown. Each batch is validated as Append validates it, CRC included,
 // while it is still in the CPU's cache; staging stops at the first that
 // fails, that a roll would have to take, or that does not follow. It
 // returns how many bytes of field are staged, and never fails the log:
 // a staged batch that Append is not given is dropped, and whatever
 // stopped staging is Append's to find again.
-func (l *Log) Stage(field []byte, first bool) int {
+func (l *Log) Stage(field []byte, first bool, at int64) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if len(field) == 0 || l.writable() != nil {
@@ -60,7 +61,7 @@ func (l *Log) Stage(field []byte, first bool) int {
 	}
 	st := l.stg
 	if first {
-		if l.unstage() != nil {
+		if l.unstage() != nil || l.leoLocked() != at {
 			return 0
 		}
 		s := l.active()

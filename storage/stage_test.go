@@ -57,6 +57,9 @@ func TestStageThenAppend(t *testing.T) {
 	mustAppend(t, l, b0)
 	b1, b2, b3 := build(3, 1, 5), build(8, 2, 2), build(10, 2, 4)
 	field := bytes.Join([][]byte{b1, b2, b3}, nil)
+	if got := l.Stage(field, true, 4); got != 0 {
+		t.Fatalf("staged %d bytes for a Fetch from 4, where the log ends at 3", got)
+	}
 	for i, n := range []int{len(b1), len(b1) + len(b2) + 10, len(field)} {
 		want := len(b1)
 		if i == 2 {
@@ -64,7 +67,7 @@ func TestStageThenAppend(t *testing.T) {
 		} else if i == 1 {
 			want = len(b1) + len(b2) // the partial batch read so far waits
 		}
-		if got := l.Stage(field[:n], i == 0); got != want {
+		if got := l.Stage(field[:n], i == 0, 3); got != want {
 			t.Fatalf("stage %d: %d bytes staged, want %d", i, got, want)
 		}
 	}
@@ -109,7 +112,7 @@ func TestStageCrash(t *testing.T) {
 	b0 := build(0, 1, 3)
 	mustAppend(t, l, b0)
 	field := append(build(3, 1, 5), build(8, 1, 2)...)
-	if got := l.Stage(field, true); got != len(field) {
+	if got := l.Stage(field, true, l.LogEndOffset()); got != len(field) {
 		t.Fatalf("%d bytes staged, want %d", got, len(field))
 	}
 	r := openT(t, copyPartition(t, dir), testOpts())
@@ -133,7 +136,7 @@ func TestStagePrefix(t *testing.T) {
 	l := openT(t, dir, testOpts())
 	b1, b2 := build(0, 1, 3), build(3, 1, 4)
 	field := append(append([]byte(nil), b1...), b2...)
-	l.Stage(field, true)
+	l.Stage(field, true, l.LogEndOffset())
 	mustAppend(t, l, field[:len(b1)])
 	if _, size := segmentFile(t, dir); size != int64(len(b1)) {
 		t.Fatalf("segment is %d bytes on disk, want %d", size, len(b1))
@@ -169,7 +172,7 @@ func TestStageDropped(t *testing.T) {
 			l := openT(t, dir, testOpts())
 			mustAppend(t, l, b0)
 			field := append([]byte(nil), b1...)
-			l.Stage(field, true)
+			l.Stage(field, true, l.LogEndOffset())
 			act(t, l, field)
 			want := readAll(t, l)
 			path, size := segmentFile(t, dir)
@@ -204,7 +207,7 @@ func TestStageRefuses(t *testing.T) {
 			l := openT(t, dir, c.opts)
 			b0 := build(0, 1, 3)
 			mustAppend(t, l, b0)
-			if got := l.Stage(c.field, true); got != c.want {
+			if got := l.Stage(c.field, true, 3); got != c.want {
 				t.Fatalf("%d bytes staged, want %d", got, c.want)
 			}
 			if c.want == 0 {
