@@ -12,8 +12,10 @@
 // storage.FlushInterval one more goroutine, the flusher, fsyncs the logs
 // beside the broker goroutines, so a Fetch never waits on an fsync. With
 // Config.DirectFetch each broker goroutine sends its Fetches on a
-// wire.FetchConn of its own (direct.go) and releases each response's
-// buffer once its records are appended (worker.held).
+// wire.FetchConn of its own (direct.go), stages each partition's batches
+// into its log as they are read (worker.stageSink, storage.Log.Stage), and
+// releases each response's buffer once its records are appended
+// (worker.held).
 //
 // May import: follower, storage, wire, wire/batch and franz-go (kgo, kmsg,
 // kerr), plus the standard library; never metrics, which observes it.

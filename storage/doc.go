@@ -118,6 +118,11 @@
 // and the first recovery point of a log opened empty: written and renamed,
 // fsynced later or never (below).
 //
+// Stage (stage.go) writes batches read off a Fetch connection past the
+// active segment's end, validated, the first batch's first 12 bytes held
+// back so that a crash leaves a torn tail; the Append of the same bytes
+// writes those 12 and otherwise goes as below.
+//
 // Append: validate the whole run (nothing is written on a violation);
 // roll if due (seal the old segment: final time-index entry, write and
 // fsync .log, .index, .timeindex, .txnindex; write the new segment's .kfollower-txns

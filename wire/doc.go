@@ -6,8 +6,9 @@
 // alike; session.go keeps a broker's KIP-227 incremental fetch session
 // (FetchSession); fetchconn.go is a broker connection for Fetch alone
 // (FetchConn) that reads each response into a buffer it reuses once the
-// caller releases it, where franz-go allocates a zeroed one per response.
-// A Fetch answer's record batches are framed once, in requests.go:
+// caller releases it, where franz-go allocates a zeroed one per response,
+// and can show a RecordsSink each partition's batches while the response
+// is still being read (FetchStreaming, fetchstream.go). A Fetch answer's record batches are framed once, in requests.go:
 // a partial last batch is dropped and records are counted from the
 // headers. The record-batch v2 format itself lives in the pure subpackage
 // wire/batch, shared with storage.
