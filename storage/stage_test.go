@@ -196,11 +196,11 @@ func TestStageRefuses(t *testing.T) {
 		field []byte
 		want  int
 	}{
-		"below the log end":   {testOpts(), build(2, 1, 2), 0},
-		"an older epoch":      {testOpts(), build(3, 0, 2), 0},
-		"a bad CRC":           {testOpts(), bad, 0},
-		"after a good batch":  {testOpts(), append(build(3, 1, 2), build(5, 1, 2)[:40]...), len(build(3, 1, 2))},
-		"a roll due":          {Options{Logger: quiet, SegmentBytes: 150}, build(3, 1, 4), 0},
+		"below the log end":  {testOpts(), build(2, 1, 2), 0},
+		"an older epoch":     {testOpts(), build(3, 0, 2), 0},
+		"a bad CRC":          {testOpts(), bad, 0},
+		"after a good batch": {testOpts(), append(build(3, 1, 2), build(5, 1, 2)[:40]...), len(build(3, 1, 2))},
+		"a roll due":         {Options{Logger: quiet, SegmentBytes: 150}, build(3, 1, 4), 0},
 	} {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
