@@ -47,12 +47,13 @@ type staged struct {
 // in so far; a partial batch at its end is left for the next call), into
 // the active segment past its end, when they continue the log: the Fetch
 // asked from offset at, where the log ends. first says field is new; any
-// later call passes the same field, grown. Each batch is validated as Append validates it, CRC included,
-// while it is still in the CPU's cache; staging stops at the first that
-// fails, that a roll would have to take, or that does not follow. It
-// returns how many bytes of field are staged, and never fails the log:
-// a staged batch that Append is not given is dropped, and whatever
-// stopped staging is Append's to find again.
+// later call passes the same field, grown. Each batch is validated as
+// Append validates it, CRC included, while it is still in the CPU's
+// cache; staging stops at the first that fails, that a roll would have to
+// take, or that does not follow. It returns how many bytes of field are
+// staged, and never fails the log: a staged batch that Append is not
+// given is dropped, and whatever stopped staging is Append's to find
+// again.
 func (l *Log) Stage(field []byte, first bool, at int64) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -88,13 +89,13 @@ func (l *Log) Stage(field []byte, first bool, at int64) int {
 	if l.rollDue(st.n+len(more), all) || !st.seg.canHold(last.LastOffset()) || all[0].BaseOffset < st.seg.base {
 		return stagedLen(st, field)
 	}
-	at, b := st.pos+int64(st.n), more
+	pos, b := st.pos+int64(st.n), more
 	if st.n == 0 {
-		at, b = at+batch.LogOverhead, more[batch.LogOverhead:] // held back: see above
+		pos, b = pos+batch.LogOverhead, more[batch.LogOverhead:] // held back: see above
 	}
-	st.end = at + int64(len(b))
+	st.end = pos + int64(len(b))
 	l.stg = st
-	if _, err := st.seg.log.WriteAt(b, at); err != nil {
+	if _, err := st.seg.log.WriteAt(b, pos); err != nil {
 		_ = l.unstage() // cuts what the write may have left
 		return 0
 	}
