@@ -218,3 +218,40 @@ func TestStageRefuses(t *testing.T) {
 		})
 	}
 }
+
+// TestStageWriteFails: a staging write that fails half-way is cut back
+// and fails nothing: the log takes the same batches by a plain Append, and
+// the file is the log's bytes.
+func TestStageWriteFails(t *testing.T) {
+	dir := t.TempDir()
+	ffs := &faultFS{}
+	l, err := openLog(ffs, dir, "t", 0, testOpts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	b0, b1 := build(0, 1, 3), build(3, 1, 40)
+	mustAppend(t, l, b0)
+	ffs.mu.Lock()
+	ffs.writeMatch = ".log"
+	ffs.mu.Unlock()
+	field := append([]byte(nil), b1...)
+	if got := l.Stage(field, true, 3); got != 0 {
+		t.Fatalf("a failed staging write staged %d bytes", got)
+	}
+	if ffs.fired != 1 {
+		t.Fatalf("the fault fired %d times, want once", ffs.fired)
+	}
+	if _, size := segmentFile(t, dir); size != int64(len(b0)) {
+		t.Fatalf("segment is %d bytes on disk after a failed staging, want %d", size, len(b0))
+	}
+	if err := l.Failed(); err != nil {
+		t.Fatalf("a failed staging failed the log: %v", err)
+	}
+	mustAppend(t, l, field)
+	want := append(append([]byte(nil), b0...), b1...)
+	path, _ := segmentFile(t, dir)
+	if disk, err := os.ReadFile(path); err != nil || !bytes.Equal(disk, want) || !bytes.Equal(readAll(t, l), want) {
+		t.Fatalf("the log is not the appended bytes (%v)", err)
+	}
+}
