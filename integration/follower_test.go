@@ -40,9 +40,12 @@ type shadow struct {
 	stopped                        bool
 	// direct: the Manager fetches on its own connections, as the binary
 	// does (fetcher.Config.DirectFetch); directFetches and clientFetches
-	// count the Fetch answers by the connection that carried them.
+	// count the Fetch answers by the connection that carried them, and
+	// staged the record bytes the direct ones staged as they were read
+	// (storage.Log.Stage).
 	direct                       bool
 	directFetches, clientFetches atomic.Int64
+	staged                       atomic.Int64
 }
 
 // testDirectFetch is the fetcher's own Fetch connections as `kfollower
@@ -103,6 +106,12 @@ func (s *shadow) stop() {
 	if d, c := s.directFetches.Load(), s.clientFetches.Load(); s.direct && c > 0 && d == 0 {
 		s.t.Errorf("all %d Fetches went through the franz-go client, none on the fetcher's own connections", c)
 	}
+	// Against real Kafka (Fetch v13 and later) the direct connections
+	// write the batches as they read them: records appended and none
+	// staged means that path went untested.
+	if s.direct && s.directFetches.Load() > 0 && s.appendedBytes.Load() > 0 && s.staged.Load() == 0 {
+		s.t.Errorf("%d bytes appended from %d Fetches on the fetcher's own connections, none staged as they were read", s.appendedBytes.Load(), s.directFetches.Load())
+	}
 }
 
 // RequestDone is fetcher.Observer's: the shadow counts the answered
@@ -113,6 +122,7 @@ func (s *shadow) RequestDone(r fetcher.RequestStats) {
 	}
 	if r.Direct {
 		s.directFetches.Add(1)
+		s.staged.Add(r.StagedBytes)
 	} else {
 		s.clientFetches.Add(1)
 	}

@@ -72,6 +72,7 @@ type Metrics struct {
 	fetchedRecords  *prometheus.CounterVec
 	fetchConnReqs   *prometheus.CounterVec
 	fetchConnBytes  *prometheus.CounterVec
+	stagedBytes     *prometheus.CounterVec
 	appendedBytes   *prometheus.CounterVec
 	appendedRecords *prometheus.CounterVec
 	epochResults    *prometheus.CounterVec
@@ -120,6 +121,8 @@ func New(reg prometheus.Registerer, opts Options) *Metrics {
 			"Fetch requests by the connection that carried them: direct (kfollower's own, whose bytes kprom does not see) or client (franz-go's).", "node_id", "connection"),
 		fetchConnBytes: counter("fetch_connection_read_bytes_total",
 			"Bytes of Fetch responses read on kfollower's own Fetch connections (franz-go's are in kfollower_kgo_read_bytes_total).", "node_id"),
+		stagedBytes: counter("fetch_staged_bytes_total",
+			"Record batch bytes written into local logs as they were read on kfollower's own Fetch connections, ahead of their append.", "node_id"),
 		appendedBytes:   counter("appended_bytes_total", "Record batch bytes appended to local logs.", "node_id"),
 		appendedRecords: counter("appended_records_total", "Records appended to local logs.", "node_id"),
 		epochResults: counter("offsets_for_leader_epoch_requests_total",
@@ -187,13 +190,14 @@ func (m *Metrics) fetched(brokerID int32, bytes, records int64) {
 
 // fetchConnection counts a Fetch by the connection that carried it, and
 // the response bytes read on a direct one (on a transport error, what was
-// read before it).
-func (m *Metrics) fetchConnection(brokerID int32, direct bool, responseBytes int64) {
+// read before it) and the record bytes staged as they were read.
+func (m *Metrics) fetchConnection(brokerID int32, direct bool, responseBytes, stagedBytes int64) {
 	b := broker(brokerID)
 	conn := "client"
 	if direct {
 		conn = "direct"
 		m.fetchConnBytes.WithLabelValues(b).Add(float64(responseBytes))
+		m.stagedBytes.WithLabelValues(b).Add(float64(stagedBytes))
 	}
 	m.fetchConnReqs.WithLabelValues(b, conn).Inc()
 }

@@ -137,7 +137,7 @@ func TestFetcherObserver(t *testing.T) {
 	tp := wire.TopicPartition{Topic: "t", Partition: 0}
 	o.RequestDone(fetcher.RequestStats{Broker: 2, Key: kmsg.Fetch, Partitions: 3, Latency: 20 * time.Millisecond,
 		FetchedBytes: 900, FetchedRecords: 30, Results: map[string]int{"FENCED_LEADER_EPOCH": 2},
-		Direct: true, ResponseBytes: 1200}) // on kfollower's own connection: its bytes are counted here, not by kprom
+		Direct: true, ResponseBytes: 1200, StagedBytes: 800}) // on kfollower's own connection: its bytes are counted here, not by kprom
 	o.RequestDone(fetcher.RequestStats{Broker: 2, Key: kmsg.Fetch, Partitions: 3, Err: errors.New("connection refused"),
 		FetchedBytes: 1, FetchedRecords: 1}) // no response: nothing fetched is counted
 	o.RequestDone(fetcher.RequestStats{Broker: 1, Key: kmsg.Fetch, Partitions: 1, Latency: time.Millisecond,
@@ -184,6 +184,9 @@ kfollower_fetch_connection_read_bytes_total{node_id="2"} 1200
 kfollower_fetch_connection_requests_total{connection="client",node_id="1"} 1
 kfollower_fetch_connection_requests_total{connection="client",node_id="2"} 1
 kfollower_fetch_connection_requests_total{connection="direct",node_id="2"} 1
+# HELP kfollower_fetch_staged_bytes_total Record batch bytes written into local logs as they were read on kfollower's own Fetch connections, ahead of their append.
+# TYPE kfollower_fetch_staged_bytes_total counter
+kfollower_fetch_staged_bytes_total{node_id="2"} 800
 # HELP kfollower_fetch_partition_errors_total Partitions of Fetch responses that carried a Kafka error (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, OFFSET_OUT_OF_RANGE, ...), by error name.
 # TYPE kfollower_fetch_partition_errors_total counter
 kfollower_fetch_partition_errors_total{error="FENCED_LEADER_EPOCH"} 2
@@ -244,7 +247,7 @@ kfollower_truncations_total{cause="offsets-for-leader-epoch",topic="t"} 1
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
 		"kfollower_appended_bytes_total", "kfollower_appended_records_total", "kfollower_committed_records_lost_total",
 		"kfollower_conformance_violations_total", "kfollower_fetch_connection_read_bytes_total",
-		"kfollower_fetch_connection_requests_total", "kfollower_fetch_partition_errors_total", "kfollower_fetched_bytes_total",
+		"kfollower_fetch_connection_requests_total", "kfollower_fetch_partition_errors_total", "kfollower_fetch_staged_bytes_total", "kfollower_fetched_bytes_total",
 		"kfollower_fetched_records_total", "kfollower_flush_errors_total", "kfollower_leader_changes_total",
 		"kfollower_leader_epoch_regressions_total", "kfollower_local_retention_deleted_bytes_total",
 		"kfollower_local_retention_deleted_segments_total", "kfollower_offsets_for_leader_epoch_requests_total",

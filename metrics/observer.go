@@ -33,7 +33,7 @@ func (o fetcherObserver) RequestDone(s fetcher.RequestStats) {
 	o.m.request(s.Broker, fetcher.APIName(s.Key), s.Latency, s.Err)
 	switch s.Key {
 	case kmsg.Fetch:
-		o.m.fetchConnection(s.Broker, s.Direct, s.ResponseBytes)
+		o.m.fetchConnection(s.Broker, s.Direct, s.ResponseBytes, s.StagedBytes)
 		if s.Err == nil {
 			o.m.fetched(s.Broker, s.FetchedBytes, s.FetchedRecords)
 			o.m.addFetchErrors(s.Results)
