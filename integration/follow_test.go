@@ -80,6 +80,13 @@ func TestFollowWhileProducing(t *testing.T) {
 	if evs := s.Events(); len(evs) != 0 {
 		t.Fatalf("no leader changed, yet events were reported: %v", evs)
 	}
+	// The copies above are byte-exact although most of their batches
+	// were written as they were read (storage.Log.Stage), compressed,
+	// transactional and compacted ones among them.
+	if st, ap := s.staged.Load(), s.appendedBytes.Load(); st <= ap/2 {
+		t.Errorf("%d of %d bytes appended were staged as they were read: want most", st, ap)
+	}
+	t.Logf("%d of %d bytes appended were staged as they were read", s.staged.Load(), s.appendedBytes.Load())
 }
 
 // compactBeforeFollowing writes 1500 records of 1 KiB over 50 keys to
