@@ -335,6 +335,7 @@ func TestDirectFetchBuffersKfake(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
+	stagedTaken := m.StagedAppended()
 	t.Logf("the first Run ended with %d of %d records copied, %d KiB read on its direct connections", copied, parts*2*each, obs.respBytes.Load()>>10)
 	pool.check(t, "after the first Run", 3)
 	if obs.directFailed.Load() == 0 {
@@ -346,6 +347,7 @@ func TestDirectFetchBuffersKfake(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
+	stagedTaken += m.StagedAppended()
 	pool.check(t, "after the second Run", 3)
 	if n := logs.count("failed validation"); n != 0 {
 		t.Errorf("%d fetched batches failed validation: a record was read from a released buffer", n)
@@ -356,13 +358,17 @@ func TestDirectFetchBuffersKfake(t *testing.T) {
 	}
 	defer cl.Close()
 	sameAsBroker(t, cl, dir, "d", parts, 2*each)
-	t.Logf("%d Fetches direct (%d MiB read, %d KiB staged as read), %d through the client, %d direct failed; %d buffers; %d dials",
-		obs.direct.Load(), obs.respBytes.Load()>>20, obs.staged.Load()>>10, obs.viaClient.Load(), obs.directFailed.Load(), pool.taken.Load(), dialed.dials)
+	t.Logf("%d Fetches direct (%d MiB read, %d KiB staged as read, %d KiB appended where staged), %d through the client, %d direct failed; %d buffers; %d dials",
+		obs.direct.Load(), obs.respBytes.Load()>>20, obs.staged.Load()>>10, stagedTaken>>10, obs.viaClient.Load(), obs.directFailed.Load(), pool.taken.Load(), dialed.dials)
 	// Most records are written as they are read (storage.Log.Stage), and
 	// still the copy is the broker's, through leader moves and broken
 	// connections, from buffers overwritten as they were released.
 	if st, rb := obs.staged.Load(), obs.respBytes.Load(); st < rb/4 {
 		t.Errorf("%d bytes staged as read of %d read on the direct connections: want most", st, rb)
+	}
+	// And taken where they lay: the Appends got the very bytes staged.
+	if taken, st := stagedTaken, obs.staged.Load(); taken < st/2 {
+		t.Errorf("%d of the %d bytes staged were appended where they lay: want most", taken, st)
 	}
 	// A buffer per direct answer, and one per answer dropped as a Run
 	// ended (worker.land: at most one per worker, 3 workers, 2 Runs).

@@ -104,7 +104,17 @@ type Manager struct {
 	// quiet counts the Fetch answers taken by worker.quietAgain, for the
 	// same tests.
 	quiet atomic.Int64
+	// stagedAppended counts the bytes appended where they had been staged
+	// as they were read (StagedAppended).
+	stagedAppended atomic.Int64
 }
+
+// StagedAppended is how many record bytes the logs took where they had
+// been written as they were read on the own Fetch connections
+// (storage.Log.Stage, worker.stageSink), since New: the part of the
+// appends whose copy into the page cache was made while the bytes were in
+// the CPU's cache.
+func (m *Manager) StagedAppended() int64 { return m.stagedAppended.Load() }
 
 // seenMeta is what Metadata named of one partition (Manager.seen).
 type seenMeta struct {
@@ -753,7 +763,7 @@ func (m *Manager) open(tp wire.TopicPartition, id wire.TopicID) (*part, error) {
 	}
 	h := fnv.New64a()
 	h.Write([]byte(tp.String()))
-	p := &part{tp: tp, log: l, steps: &m.steps, unsettled: true}
+	p := &part{tp: tp, log: l, steps: &m.steps, staged: &m.stagedAppended, unsettled: true}
 	p.sm = follower.NewPartition(follower.Config{
 		Topic: tp.Topic, Partition: tp.Partition,
 		DiscardOnGap: m.cfg.DiscardOnGap, Backoff: m.cfg.Backoff, JitterSeed: h.Sum64(),

@@ -42,6 +42,7 @@ type partLog interface {
 // of a partLog are not one: every append reaches their Append whole.
 type stager interface {
 	Stage(field []byte, first bool, at int64) int
+	StagedAppended() int64
 }
 
 // part is one followed partition: its state machine and its log. It is
@@ -101,6 +102,9 @@ type part struct {
 	// an idle long poll costs (Manager.steps); nil in tests that build a
 	// part alone.
 	steps *atomic.Int64
+	// staged counts the bytes its appends took where they had been staged
+	// (Manager.stagedAppended); nil in tests that build a part alone.
+	staged *atomic.Int64
 }
 
 // carriedFetch is an answer kept instead of stepped (a success with no
@@ -410,8 +414,16 @@ func (p *part) append(a *follower.Append, done *applied) error {
 	p.fetched = fetchedBatches{}
 	done.checks = append(done.checks, batchEpochChecks(p.tp, a.CurrentLeaderEpoch, b.Epochs)...)
 	if whole := a.Records[:b.Whole]; len(whole) > 0 {
+		st, staging := p.log.(stager)
+		var before int64
+		if staging {
+			before = st.StagedAppended()
+		}
 		if err := p.log.Append(whole); err != nil {
 			return err
+		}
+		if staging && p.staged != nil {
+			p.staged.Add(st.StagedAppended() - before)
 		}
 		done.bytes += int64(len(whole))
 		done.records += b.Records

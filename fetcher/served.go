@@ -93,6 +93,14 @@ func (l *servedPartLog) Stage(field []byte, first bool, at int64) int {
 	return 0
 }
 
+// StagedAppended is the log's, if it stages (stager).
+func (l *servedPartLog) StagedAppended() int64 {
+	if s, ok := l.partLog.(stager); ok {
+		return s.StagedAppended()
+	}
+	return 0
+}
+
 func (l *servedPartLog) TruncateTo(offset int64) error {
 	if offset >= l.LogEndOffset() {
 		return l.partLog.TruncateTo(offset) // removes nothing

@@ -49,8 +49,12 @@ func (l *Log) Append(raw []byte) error {
 			return err
 		}
 	}
-	if err := l.maybeRoll(len(raw), hs); err != nil {
-		return err
+	// Staged bytes were taken with no roll due (takeStaged); deciding
+	// again could roll, by the clock, into a segment that lacks them.
+	if !wasStaged {
+		if err := l.maybeRoll(len(raw), hs); err != nil {
+			return err
+		}
 	}
 	s := l.active()
 	if !s.canHold(last.LastOffset()) || first.BaseOffset < s.base {
@@ -58,9 +62,9 @@ func (l *Log) Append(raw []byte) error {
 			Reason: fmt.Sprintf("offsets %d..%d do not fit one segment based at %d", first.BaseOffset, last.LastOffset(), s.base)}
 	}
 	if wasStaged {
-		err = s.appendStaged(raw, hs)
-		if err == nil {
-			err = l.unstage() // what is left past raw, if the state machine took less
+		if err = s.appendStaged(raw, hs); err == nil {
+			l.stg = nil
+			l.stagedAppended.Add(int64(len(raw)))
 		}
 	} else {
 		err = s.append(raw, hs)

@@ -77,8 +77,10 @@ type Log struct {
 	// the point on disk covers (its next offset): a Flush with nothing new
 	// to fsync still rewrites a point behind the durable end (flush.go).
 	// stg is what Stage wrote past the active segment's end, nil if
-	// nothing (stage.go).
-	stg *staged
+	// nothing (stage.go); stagedAppended counts the bytes Append took
+	// where Stage had written them (StagedAppended).
+	stg            *staged
+	stagedAppended atomic.Int64
 
 	lastRecoveryPoint time.Time
 	pointEnd          int64

@@ -49,8 +49,8 @@ type staged struct {
 // asked from offset at, where the log ends. first says field is new; any
 // later call passes the same field, grown. Each batch is validated as
 // Append validates it, CRC included, while it is still in the CPU's
-// cache; staging stops at the first that fails, that a roll would have to
-// take, or that does not follow. It returns how many bytes of field are
+// cache; staging stops at a read whose new batches do not all pass, that
+// a roll would have to take, or that do not follow. It returns how many bytes of field are
 // staged, and never fails the log: a staged batch that Append is not
 // given is dropped, and whatever stopped staging is Append's to find
 // again.
@@ -62,7 +62,10 @@ func (l *Log) Stage(field []byte, first bool, at int64) int {
 	}
 	st := l.stg
 	if first {
-		if l.unstage() != nil || l.leoLocked() != at {
+		// Not where the log ends: the Append of the response before is
+		// still to come (the fetcher sends a Fetch ahead of it), and
+		// what that one staged must stay.
+		if l.leoLocked() != at || l.unstage() != nil {
 			return 0
 		}
 		s := l.active()
@@ -113,16 +116,21 @@ func stagedLen(st *staged, field []byte) int {
 }
 
 // takeStaged returns raw's batch headers when raw is what Stage wrote
-// past the end (the same bytes, a prefix of them in whole batches) and
-// can be appended where it lies; else it drops what is staged and
-// returns false, for Append to write raw as any other.
+// past the end (the same bytes, all of them) and can be appended where it
+// lies, with no roll before it; else it drops what is staged and
+// returns false, for Append to write raw as any other. Taken, l.stg stays
+// until Append has written the held-back bytes: whatever fails before
+// that, the next change to the log still cuts the staged bytes.
 func (l *Log) takeStaged(raw []byte) ([]batch.Header, bool, error) {
 	st := l.stg
 	if st == nil {
 		return nil, false, nil
 	}
+	// All of what is staged, no less: with a prefix taken, the batches
+	// after it would be whole and valid on disk, and a crash before the
+	// cut would make them part of the log.
 	s := l.active()
-	ok := st.field == &raw[0] && len(raw) <= st.n && st.seg == s && s.size() == st.pos
+	ok := st.field == &raw[0] && len(raw) == st.n && st.seg == s && s.size() == st.pos
 	var hs []batch.Header
 	if ok {
 		prev := int32(-1)
@@ -141,6 +149,10 @@ func (l *Log) takeStaged(raw []byte) ([]batch.Header, bool, error) {
 	}
 	return hs, true, nil
 }
+
+// StagedAppended is how many bytes Append has taken where Stage had
+// written them, since Open.
+func (l *Log) StagedAppended() int64 { return l.stagedAppended.Load() }
 
 // unstage drops what Stage wrote past the active segment's end: the file
 // is cut back to the segment's end, as if nothing had been staged.

@@ -2,9 +2,14 @@ package storage
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/kfollower/kfollower/wire/batch"
 )
 
 // segmentFile is the path and on-disk size of the log's only segment.
@@ -155,8 +160,15 @@ func TestStageDropped(t *testing.T) {
 		"append of a copy": func(t *testing.T, l *Log, f []byte) {
 			mustAppend(t, l, append([]byte(nil), f...))
 		},
+		// At the log end: it removes nothing, and still cuts what is
+		// staged.
 		"truncate": func(t *testing.T, l *Log, _ []byte) {
-			if err := l.TruncateTo(1); err != nil {
+			if err := l.TruncateTo(3); err != nil {
+				t.Fatal(err)
+			}
+		},
+		"retention": func(t *testing.T, l *Log, _ []byte) {
+			if _, err := l.EnforceRetention(); err != nil {
 				t.Fatal(err)
 			}
 		},
@@ -175,6 +187,9 @@ func TestStageDropped(t *testing.T) {
 			l.Stage(field, true, l.LogEndOffset())
 			act(t, l, field)
 			want := readAll(t, l)
+			if n := l.StagedAppended(); n != 0 {
+				t.Fatalf("%d bytes appended where they were staged", n)
+			}
 			path, size := segmentFile(t, dir)
 			if size != l.Size() {
 				t.Fatalf("segment is %d bytes on disk, the log %d", size, l.Size())
@@ -253,5 +268,102 @@ func TestStageWriteFails(t *testing.T) {
 	path, _ := segmentFile(t, dir)
 	if disk, err := os.ReadFile(path); err != nil || !bytes.Equal(disk, want) || !bytes.Equal(readAll(t, l), want) {
 		t.Fatalf("the log is not the appended bytes (%v)", err)
+	}
+}
+
+// TestStagedAppendWrites: an Append of the staged bytes writes the 12
+// held back and nothing else of the .log; of anything else it writes the
+// bytes.
+func TestStagedAppendWrites(t *testing.T) {
+	m := newMemFS()
+	var writes []string
+	m.before = func(_ int, what string) {
+		if strings.HasPrefix(what, "write ") && strings.Contains(what, ".log ") {
+			writes = append(writes, what[strings.LastIndex(what, " ")+1:])
+		}
+	}
+	l, err := openLog(m, "/data", "t", 0, testOpts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	b0, b1, b2 := build(0, 1, 3), build(3, 1, 40), build(43, 1, 5)
+	mustAppend(t, l, b0)
+	field := append(append([]byte(nil), b1...), b2...)
+	l.Stage(field, true, 3)
+	writes = nil
+	mustAppend(t, l, field)
+	if want := fmt.Sprintf("%d+%d", len(b0), batch.LogOverhead); len(writes) != 1 || writes[0] != want {
+		t.Fatalf("the staged Append wrote %v to the .log, want only %s", writes, want)
+	}
+	if n := l.StagedAppended(); n != int64(len(field)) {
+		t.Fatalf("%d bytes appended where staged, want %d", n, len(field))
+	}
+	// A prefix is not taken where it lies: the batches after it would
+	// be whole on disk.
+	f2 := append(build(48, 1, 4), build(52, 1, 4)...)
+	l.Stage(f2, true, 48)
+	writes = nil
+	mustAppend(t, l, f2[:len(build(48, 1, 4))])
+	if len(writes) != 1 || writes[0] != fmt.Sprintf("%d+%d", len(b0)+len(field), len(build(48, 1, 4))) {
+		t.Fatalf("a prefix of the staged bytes wrote %v, want the whole prefix written", writes)
+	}
+}
+
+// TestStageRollByClock: the segment's age, when its batches carry no
+// timestamps, is the clock's, and the clock may pass the roll time
+// between Append's decision to take the staged bytes and anything after
+// it. Append decides once: the batches stay where they were staged, in
+// the segment that holds them. Deciding again rolled into a new segment
+// that got only the 12 held-back bytes.
+func TestStageRollByClock(t *testing.T) {
+	start := time.Unix(1e9, 0)
+	calls, flipAt := 0, -1
+	opts := Options{Logger: quiet, SegmentAge: time.Hour, Now: func() time.Time {
+		calls++
+		if flipAt >= 0 && calls > flipAt {
+			return start.Add(2 * time.Hour)
+		}
+		return start
+	}}
+	dir := t.TempDir()
+	l := openT(t, dir, opts)
+	untimed := func(base int64) []byte { // MaxTimestamp -1: aged by the clock
+		return batch.Build(batch.Spec{BaseOffset: base, Epoch: 1, Records: 1, Timestamp: batch.NoTimestamp})
+	}
+	b0, field := untimed(0), untimed(1)
+	mustAppend(t, l, b0)
+	if l.Stage(field, true, 1) == 0 {
+		t.Fatal("nothing staged")
+	}
+	flipAt = calls + 1 // the first reading of the clock in Append is before the roll time, every later one past it
+	mustAppend(t, l, field)
+	if n := len(l.Segments()); n != 1 {
+		t.Fatalf("%d segments after the Append of staged bytes: it rolled after taking them", n)
+	}
+	if _, size := segmentFile(t, dir); size != l.Size() {
+		t.Fatalf("segment is %d bytes on disk, the log says %d", size, l.Size())
+	}
+	l.Close()
+	r := openT(t, dir, opts)
+	if r.LogEndOffset() != 2 {
+		t.Fatalf("reopened at %d, want 2", r.LogEndOffset())
+	}
+}
+
+// TestStageAhead: a Fetch sent ahead of the Append of the one before it
+// stages nothing while that Append is to come, and leaves its staged
+// bytes alone.
+func TestStageAhead(t *testing.T) {
+	dir := t.TempDir()
+	l := openT(t, dir, testOpts())
+	f1, f2 := build(0, 1, 3), build(3, 1, 3)
+	l.Stage(f1, true, 0)
+	if got := l.Stage(f2, true, 3); got != 0 {
+		t.Fatalf("the Fetch ahead staged %d bytes before the Append of the one before", got)
+	}
+	mustAppend(t, l, f1)
+	if n := l.StagedAppended(); n != int64(len(f1)) {
+		t.Fatalf("%d bytes appended where staged, want %d: the Fetch ahead dropped them", n, len(f1))
 	}
 }

@@ -455,7 +455,7 @@ func (c *FetchConn) read(req kmsg.Request) (*FetchBuffer, error) {
 	buf := &FetchBuffer{c: c, whole: whole, buf: whole}
 	var err error
 	if c.sink != nil && req.Key() == int16(kmsg.Fetch) && req.GetVersion() >= minStreamVersion {
-		err = readStreaming(c.conn, buf.buf, c.sink)
+		err = readStreaming(c.conn, buf.buf, c.corr, c.sink)
 	} else {
 		_, err = io.ReadFull(c.conn, buf.buf)
 	}

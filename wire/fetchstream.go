@@ -30,8 +30,9 @@ type RecordsSink func(topic TopicID, partition int32, records []byte, first bool
 // its walk, and kmsg's decoding of the whole response says what is wrong.
 type fetchStream struct {
 	sink   RecordsSink
-	total  int // the frame's size, from its size prefix
-	pos    int // the next element starts here, in the response frame
+	corr   int32 // the request's correlation id: another's response is not walked
+	total  int   // the frame's size, from its size prefix
+	pos    int   // the next element starts here, in the response frame
 	stage  streamStage
 	topics int // topics left to walk, in stageTopic
 	parts  int // partitions of the current topic left, in stagePartition
@@ -70,10 +71,11 @@ const minStreamVersion = 13
 // several MiB.
 const streamChunk = 256 << 10
 
-// readStreaming fills frame, a Fetch response's, from r as
-// io.ReadFull does, walking what is in after each read.
-func readStreaming(r io.Reader, frame []byte, sink RecordsSink) error {
-	s := &fetchStream{sink: sink, total: len(frame)}
+// readStreaming fills frame, a Fetch response's to the request with
+// correlation id corr, from r as io.ReadFull does, walking what is in
+// after each read.
+func readStreaming(r io.Reader, frame []byte, corr int32, sink RecordsSink) error {
+	s := &fetchStream{sink: sink, corr: corr, total: len(frame)}
 	for got := 0; got < len(frame); {
 		n, err := r.Read(frame[got:min(got+streamChunk, len(frame))])
 		got += n
@@ -119,6 +121,10 @@ func (s *fetchStream) step(frame []byte) bool {
 	was := *s // what a step cut short leaves, to be tried again
 	switch s.stage {
 	case stageHeader:
+		if len(frame) >= 4 && int32(binary.BigEndian.Uint32(frame)) != s.corr {
+			r.bad = true // the read fails on it (FetchConn.read); nothing is shown
+			break
+		}
 		r.skip(4) // correlation id
 		r.tags()
 		s.stage = stageTop

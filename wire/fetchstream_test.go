@@ -93,7 +93,7 @@ func (s *streamSeen) sink(topic TopicID, partition int32, records []byte, first 
 // byte at a time up: the sink sees each partition's whole batches, grown
 // read by read, and the frame is read whole.
 func TestReadStreaming(t *testing.T) {
-	for _, v := range []int16{13, 16, 17} {
+	for _, v := range []int16{13, 16, 17, 18} {
 		frame, want := streamFrame(v)
 		for name, wrap := range map[string]func(io.Reader) io.Reader{
 			"one byte a read": iotest.OneByteReader,
@@ -103,7 +103,7 @@ func TestReadStreaming(t *testing.T) {
 			t.Run(fmt.Sprintf("v%d %s", v, name), func(t *testing.T) {
 				seen := &streamSeen{t: t, last: map[string][]byte{}, calls: map[string]int{}}
 				got := make([]byte, len(frame))
-				if err := readStreaming(wrap(bytes.NewReader(frame)), got, seen.sink); err != nil {
+				if err := readStreaming(wrap(bytes.NewReader(frame)), got, 42, seen.sink); err != nil {
 					t.Fatal(err)
 				}
 				if !bytes.Equal(got, frame) {
@@ -132,13 +132,24 @@ func TestReadStreamingShort(t *testing.T) {
 	frame, _ := streamFrame(16)
 	seen := &streamSeen{t: t, last: map[string][]byte{}, calls: map[string]int{}}
 	got := make([]byte, len(frame))
-	if err := readStreaming(bytes.NewReader(frame[:len(frame)/2]), got, seen.sink); err != io.ErrUnexpectedEOF {
+	if err := readStreaming(bytes.NewReader(frame[:len(frame)/2]), got, 42, seen.sink); err != io.ErrUnexpectedEOF {
 		t.Fatalf("a short frame: %v, want io.ErrUnexpectedEOF", err)
 	}
+	seen.last = map[string][]byte{}
 	bad := append([]byte(nil), frame...)
 	bad[4+1+4+2+4] = 0xff // the topic count: a uvarint longer than the frame
-	if err := readStreaming(bytes.NewReader(bad), got, seen.sink); err != nil {
+	if err := readStreaming(bytes.NewReader(bad), got, 42, seen.sink); err != nil {
 		t.Fatalf("a response that does not fit the schema: %v, want it read", err)
+	}
+	if len(seen.last) != 0 {
+		t.Fatalf("a response that does not fit the schema showed %d partitions", len(seen.last))
+	}
+	// Another request's response: read, and nothing of it shown.
+	if err := readStreaming(bytes.NewReader(frame), got, 43, seen.sink); err != nil {
+		t.Fatalf("another request's response: %v, want it read (the caller checks the id)", err)
+	}
+	if len(seen.last) != 0 {
+		t.Fatalf("another request's response showed %d partitions", len(seen.last))
 	}
 }
 
