@@ -117,7 +117,7 @@ func (s *fetchStream) show(frame []byte) {
 // An element is walked whole or not at all: pos moves only past a whole
 // one, so a step that finds too few bytes is tried again with more.
 func (s *fetchStream) step(frame []byte) bool {
-	r := checkReader{b: frame, pos: s.pos, total: s.total}
+	r := frameReader{b: frame, pos: s.pos, total: s.total}
 	was := *s // what a step cut short leaves, to be tried again
 	switch s.stage {
 	case stageHeader:
@@ -137,10 +137,7 @@ func (s *fetchStream) step(frame []byte) bool {
 			s.stage = stageTopTags
 			return true
 		}
-		if r.ok() && len(frame)-r.pos >= 16 {
-			copy(s.topic[:], frame[r.pos:])
-		}
-		r.skip(16) // topic_id
+		copy(s.topic[:], r.take(16)) // topic_id
 		s.parts = r.arrayLen()
 		s.stage = stagePartition
 	case stagePartition:
@@ -148,12 +145,10 @@ func (s *fetchStream) step(frame []byte) bool {
 			s.stage = stageTopicTags
 			return true
 		}
-		if r.ok() && len(frame)-r.pos >= 4 {
-			s.part = int32(binary.BigEndian.Uint32(frame[r.pos:]))
+		if b := r.take(4); b != nil { // partition_index
+			s.part = int32(binary.BigEndian.Uint32(b))
 		}
-		// partition_index, error_code, high_watermark,
-		// last_stable_offset, log_start_offset
-		r.skip(4 + 2 + 8 + 8 + 8)
+		r.skip(2 + 8 + 8 + 8)                         // error_code, high_watermark, last_stable_offset, log_start_offset
 		for n := r.arrayLen(); n > 0 && r.ok(); n-- { // aborted_transactions
 			r.skip(8 + 8) // producer_id, first_offset
 			r.tags()
@@ -230,19 +225,19 @@ func (s *fetchStream) stepRecords(frame []byte) bool {
 	return true
 }
 
-// checkReader reads the elements of a response frame from pos: b is what
+// frameReader reads the elements of a response frame from pos: b is what
 // is in so far, total the frame's size. Reading past b sets short (to be
 // tried again with more); reading past total, or bytes that do not fit
 // the schema, set bad. Either way what follows is not read.
-type checkReader struct {
+type frameReader struct {
 	b          []byte
 	pos, total int
 	short, bad bool
 }
 
-func (r *checkReader) ok() bool { return !r.short && !r.bad }
+func (r *frameReader) ok() bool { return !r.short && !r.bad }
 
-func (r *checkReader) skip(n int) {
+func (r *frameReader) skip(n int) {
 	if !r.ok() {
 		return
 	}
@@ -257,7 +252,17 @@ func (r *checkReader) skip(n int) {
 	r.pos += n
 }
 
-func (r *checkReader) uvarint() uint64 {
+// take reads the next n bytes, nil if they are not all in (or cannot be).
+func (r *frameReader) take(n int) []byte {
+	from := r.pos
+	r.skip(n)
+	if !r.ok() {
+		return nil
+	}
+	return r.b[from:r.pos]
+}
+
+func (r *frameReader) uvarint() uint64 {
 	if !r.ok() {
 		return 0
 	}
@@ -275,7 +280,7 @@ func (r *checkReader) uvarint() uint64 {
 
 // arrayLen reads a compact array's, string's or bytes' length (KIP-482:
 // the length plus one, zero for null, read here as empty).
-func (r *checkReader) arrayLen() int {
+func (r *frameReader) arrayLen() int {
 	v := r.uvarint()
 	if v > uint64(r.total) {
 		// More than the frame holds (a compact length counts bytes, or
@@ -291,7 +296,7 @@ func (r *checkReader) arrayLen() int {
 
 // tags skips a tagged-fields section: a count, then each field's tag,
 // size and bytes.
-func (r *checkReader) tags() {
+func (r *frameReader) tags() {
 	for n := r.uvarint(); n > 0 && r.ok(); n-- {
 		r.uvarint() // tag
 		size := r.uvarint()
